@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both build .venv when missing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export OMP_NUM_THREADS ?= 1
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: venv demo test lint bench clean
+
+venv: $(STAMP)
+
+# The lock is installed with --no-deps: it is the complete, resolved set (see requirements/README.md).
+$(STAMP): requirements/lock.txt pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q --no-deps -r requirements/lock.txt
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m cheaptune.demo.run
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/plan_latency.py
+
+clean:
+	rm -rf $(VENV) build .pytest_cache

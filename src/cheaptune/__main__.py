@@ -1,0 +1,3 @@
+from cheaptune.cli.main import main
+
+main()

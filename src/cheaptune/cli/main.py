@@ -1,0 +1,60 @@
+"""The `cheaptune` console script: finds the command modules and maps errors to exit codes."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+
+import cheaptune
+import cheaptune.cli as cli_pkg
+from cheaptune.errors import CheaptuneError
+
+app = typer.Typer(
+    name="cheaptune",
+    help="Fine-tune LLMs as cheaply as possible: plan, estimate, train, launch, report.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"cheaptune {cheaptune.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Fine-tune LLMs as cheaply as possible."""
+
+
+def command_modules() -> list[str]:
+    """Every module of cheaptune.cli that registers commands (discovered, not listed by hand)."""
+    return sorted(
+        m.name for m in pkgutil.iter_modules(cli_pkg.__path__) if m.name not in {"main", "output"}
+    )
+
+
+def build_app() -> typer.Typer:
+    for name in command_modules():
+        module = importlib.import_module(f"cheaptune.cli.{name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(app)
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; a CheaptuneError becomes one line on stderr and its exit code."""
+    build_app()
+    try:
+        app(args=argv, standalone_mode=True)
+    except CheaptuneError as err:
+        typer.echo(f"error: {err}", err=True)
+        sys.exit(err.exit_code)

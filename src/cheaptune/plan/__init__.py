@@ -1,0 +1,1 @@
+"""The planner: candidates -> estimates -> cost -> choose -> explain, as pure functions."""

@@ -1,0 +1,1 @@
+"""Small helpers shared by several stages (names, atomic files, paths)."""
