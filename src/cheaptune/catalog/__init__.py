@@ -1,0 +1,66 @@
+"""Facts about models, GPUs and prices, loaded from versioned data files with sources and dates.
+
+`load_rows` is shared by the catalogs: a malformed row becomes ONE BadInput line naming the file,
+the entry and the field, so a user editing a data file sees exactly what to fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from cheaptune.errors import BadInput
+
+DATA_DIR = Path(__file__).parent / "data"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def file_version(path: Path) -> tuple[int, int]:
+    """(mtime, size): part of the loaders' cache keys, so an edited data file is read again."""
+    try:
+        st = Path(path).stat()
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read ({err.strerror})") from None
+    return st.st_mtime_ns, st.st_size
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file; unreadable or invalid YAML is BadInput, not a traceback."""
+    import yaml
+
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise BadInput(f"{path}:{where} is not valid YAML; fix the syntax") from None
+
+
+def load_rows(path: Path, key: str, model: type[M], name_field: str, inherit: tuple[str, ...] = ()) -> list[M]:
+    """Validate every row under `key` with `model`; the first bad row raises one BadInput line.
+
+    Top-level keys named in `inherit` (e.g. a file-wide `retrieved` date) fill rows that lack them.
+    """
+    doc = read_yaml(path)
+    rows = doc.get(key) if isinstance(doc, dict) else None
+    if not isinstance(rows, list):
+        raise BadInput(f"{path}: expected a top-level '{key}:' list of entries")
+    out: list[M] = []
+    for i, row in enumerate(rows):
+        label = row.get(name_field) if isinstance(row, dict) else None
+        entry = f"entry {label!r}" if label else f"entry #{i + 1}"
+        if not isinstance(row, dict):
+            raise BadInput(f"{path}: {entry}: expected a mapping of fields, got {type(row).__name__}")
+        shared = {k: doc[k] for k in inherit if k in doc and k not in row}
+        try:
+            out.append(model.model_validate({**shared, **row}))
+        except ValidationError as err:
+            e = err.errors()[0]
+            field = ".".join(str(p) for p in e["loc"]) or "(row)"
+            raise BadInput(f"{path}: {entry}: field '{field}': {e['msg']} (got {e.get('input')!r})") from None
+    return out

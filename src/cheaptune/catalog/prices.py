@@ -1,0 +1,210 @@
+"""Price catalog: `Offer` rows from several sources, merged in one order, filtered and sorted.
+
+Sources live in `catalog/sources/` (one module each). `load_offers` applies them in priority order:
+the bundled snapshot is the base, SkyPilot catalogs replace whole providers (so a plan agrees with
+what SkyPilot will pick), and a user CSV overrides single rows. Filters are pure functions; the core
+re-applies them whatever a source did.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from cheaptune.errors import BadInput
+
+KINDS = ("on-demand", "spot", "community", "secure")
+SORTS = ("price", "gpu", "provider", "memory")
+SECONDS_PER_HOUR = 3600
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One rentable configuration at one price (per instance, all its GPUs), with its billing facts."""
+
+    provider: str
+    kind: str
+    gpu: str
+    gpu_count: int
+    instance_type: str
+    region: str
+    price_per_hour: float
+    billing_unit_s: int
+    min_billed_s: int
+    storage_gb_month: float
+    egress_per_gb: float
+    interruption_per_hour: float | None
+    notice_s: int
+    source: str
+    date: str
+
+    @property
+    def spot(self) -> bool:
+        return self.kind == "spot"
+
+    @property
+    def price_per_gpu_hour(self) -> float:
+        return self.price_per_hour / self.gpu_count
+
+    @property
+    def key(self) -> tuple[str, str, str, int, str, str]:
+        """What a user CSV row must match to override this offer."""
+        return (self.provider, self.kind, self.gpu, self.gpu_count, self.region, self.instance_type)
+
+
+COLUMNS = tuple(f.name for f in fields(Offer))
+
+
+def _number(raw: str, col: str, where: str, *, integer: bool = False, minimum: float = 0.0) -> float:
+    what = "a whole number" if integer else "a number"
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadInput(f"{where}: column {col}: expected {what}, got {raw!r}") from None
+    if not math.isfinite(value) or value < minimum or (integer and value != int(value)):
+        raise BadInput(f"{where}: column {col}: expected {what} >= {minimum:g}, got {raw!r}")
+    return int(value) if integer else value
+
+
+def parse_row(row: dict[str, str], where: str) -> Offer:
+    """One snapshot-format row -> Offer; any bad cell is ONE BadInput line naming file:line and column."""
+    from cheaptune.catalog.gpus import list_gpus, normalize_gpu_name
+    from cheaptune.util.names import did_you_mean
+
+    cell = {c: (row.get(c) or "").strip() for c in COLUMNS}
+    for col in ("provider", "kind", "gpu", "instance_type", "region", "source", "date"):
+        if not cell[col]:
+            raise BadInput(f"{where}: column {col}: expected a value, got an empty cell")
+    if cell["kind"] not in KINDS:
+        raise BadInput(f"{where}: column kind: expected one of {', '.join(KINDS)}, got {cell['kind']!r}")
+    gpu = normalize_gpu_name(cell["gpu"])
+    if gpu is None:
+        hint = did_you_mean(cell["gpu"], [g.name for g in list_gpus()]) or "; run `cheaptune gpus` for the list"
+        raise BadInput(f"{where}: column gpu: unknown GPU {cell['gpu']!r}{hint}")
+    if not _DATE.match(cell["date"]):
+        raise BadInput(f"{where}: column date: expected YYYY-MM-DD, got {cell['date']!r}")
+    rate = cell["interruption_per_hour"]
+    return Offer(
+        provider=cell["provider"].lower(),
+        kind=cell["kind"],
+        gpu=gpu,
+        gpu_count=int(_number(cell["gpu_count"], "gpu_count", where, integer=True, minimum=1)),
+        instance_type=cell["instance_type"],
+        region=cell["region"],
+        price_per_hour=_number(cell["price_per_hour"], "price_per_hour", where, minimum=1e-9),
+        billing_unit_s=int(_number(cell["billing_unit_s"], "billing_unit_s", where, integer=True, minimum=1)),
+        min_billed_s=int(_number(cell["min_billed_s"], "min_billed_s", where, integer=True)),
+        storage_gb_month=_number(cell["storage_gb_month"], "storage_gb_month", where),
+        egress_per_gb=_number(cell["egress_per_gb"], "egress_per_gb", where),
+        interruption_per_hour=_number(rate, "interruption_per_hour", where) if rate else None,
+        notice_s=int(_number(cell["notice_s"] or "0", "notice_s", where, integer=True)),
+        source=cell["source"],
+        date=cell["date"],
+    )
+
+
+def read_csv_rows(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """(header, [(line number, row)]) of a CSV; '#' lines are comments; unreadable files are BadInput."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as err:
+        raise BadInput(f"{path}: cannot read the price file ({err})") from None
+    blanked = "".join("\n" if ln.lstrip().startswith("#") else ln for ln in text.splitlines(keepends=True))
+    reader = csv.reader(io.StringIO(blanked))
+    header: list[str] | None = None
+    rows: list[tuple[int, dict[str, str]]] = []
+    try:
+        for cells in reader:
+            if not cells or not any(c.strip() for c in cells):
+                continue
+            if header is None:
+                header = [c.strip() for c in cells]
+                continue
+            if len(cells) > len(header):
+                raise BadInput(f"{path}:{reader.line_num}: expected {len(header)} columns, got {len(cells)}")
+            rows.append((reader.line_num, dict(zip(header, cells, strict=False))))
+    except csv.Error as err:
+        raise BadInput(f"{path}:{reader.line_num}: not valid CSV ({err})") from None
+    if header is None:
+        raise BadInput(f"{path}: empty price file; expected a header line")
+    return header, rows
+
+
+def read_price_csv(path: Path) -> list[Offer]:
+    """Every row of a snapshot-format CSV (the bundled one or a user's)."""
+    header, rows = read_csv_rows(path)
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise BadInput(f"{path}:1: missing column(s) {', '.join(missing)}; expected {','.join(COLUMNS)}")
+    return [parse_row(row, f"{path}:{line}") for line, row in rows]
+
+
+def load_offers() -> list[Offer]:
+    """Bundled snapshot, then SkyPilot catalogs (replace providers), then the user CSV (override rows)."""
+    from cheaptune.catalog.sources import all_sources, merge
+
+    offers: list[Offer] = []
+    for source in all_sources():
+        offers = merge(offers, source.load(), source.mode)
+    return offers
+
+
+def active_sources() -> list[dict]:
+    """One entry per source in use (name, where, date, rows, dropped), for the line under a table."""
+    from cheaptune.catalog.sources import all_sources
+
+    return [info for s in all_sources() if (info := s.describe()) is not None]
+
+
+def filter_offers(
+    offers: list[Offer],
+    gpu: str | None = None,
+    provider: str | None = None,
+    exclude_providers: list[str] | tuple[str, ...] | None = None,
+    min_memory_gib: float | None = None,
+    spot: bool | None = None,
+    community: bool | None = None,
+    max_price: float | None = None,
+    sort: str = "price",
+) -> list[Offer]:
+    """Offers that pass every given filter, sorted (price is per instance-hour; ties by per-GPU price)."""
+    from cheaptune.catalog.gpus import list_gpus, resolve_gpu
+
+    if sort not in SORTS:
+        raise BadInput(f"unknown sort {sort!r}; expected one of {', '.join(SORTS)}")
+    memory = {g.name: g.memory_gib for g in list_gpus()}
+    want_gpu = resolve_gpu(gpu).name if gpu else None
+    excluded = {p.lower() for p in exclude_providers or ()}
+    out = [
+        o
+        for o in offers
+        if (want_gpu is None or o.gpu == want_gpu)
+        and (provider is None or o.provider == provider.lower())
+        and o.provider not in excluded
+        and (min_memory_gib is None or memory.get(o.gpu, 0.0) >= min_memory_gib)
+        and (spot is None or o.spot == spot)
+        and (community is None or (o.kind == "community") == community)
+        and (max_price is None or o.price_per_hour <= max_price)
+    ]
+    keys = {
+        "price": lambda o: (o.price_per_hour, o.price_per_gpu_hour, o.provider),
+        "gpu": lambda o: (o.gpu, o.price_per_hour),
+        "provider": lambda o: (o.provider, o.gpu, o.price_per_hour),
+        "memory": lambda o: (-memory.get(o.gpu, 0.0), o.price_per_hour),
+    }
+    return sorted(out, key=keys[sort])
+
+
+def cheapest_per_gpu(offers: list[Offer]) -> list[Offer]:
+    """The cheapest offer (per GPU-hour) for each GPU, in the order the input was sorted."""
+    best: dict[str, Offer] = {}
+    for o in offers:
+        if o.gpu not in best or o.price_per_gpu_hour < best[o.gpu].price_per_gpu_hour:
+            best[o.gpu] = o
+    keep = {id(o) for o in best.values()}
+    return [o for o in offers if id(o) in keep]

@@ -1,0 +1,52 @@
+"""Price sources: one module per source, each exposing `SOURCE`, an object meeting `PriceSource`.
+
+Sources are discovered (no hand-kept list) and applied in `priority` order; `mode` says how a
+source's offers combine with what came before it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from cheaptune.catalog.prices import Offer
+
+Mode = Literal["base", "replace_providers", "override_rows"]
+
+
+class PriceSource(Protocol):
+    name: str
+    priority: int  # lower first; later sources win
+    mode: Mode
+
+    def load(self) -> list[Offer]:
+        """The source's offers ([] when the source is absent)."""
+        ...
+
+    def describe(self) -> dict | None:
+        """{'name', 'where', 'date', 'rows', ...} when active, None when absent."""
+        ...
+
+
+def all_sources() -> list[PriceSource]:
+    """Every module of this package that defines SOURCE, in priority order."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "SOURCE"):
+            found.append(module.SOURCE)
+    return sorted(found, key=lambda s: s.priority)
+
+
+def merge(current: list[Offer], new: list[Offer], mode: Mode) -> list[Offer]:
+    """Combine a source's offers with those before it (see Mode)."""
+    if mode == "base":
+        return list(new)
+    if mode == "replace_providers":
+        replaced = {o.provider for o in new}
+        return [o for o in current if o.provider not in replaced] + list(new)
+    by_key = {o.key: o for o in current}
+    by_key.update({o.key: o for o in new})
+    return list(by_key.values())

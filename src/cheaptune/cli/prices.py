@@ -1,0 +1,101 @@
+"""`cheaptune prices`: list GPU offers from every active price source; `import-skypilot DIR`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+prices_app = typer.Typer(help="GPU offers (price per hour) from the bundled snapshot, SkyPilot and your CSV.")
+
+
+def _offer_dict(o) -> dict:
+    from dataclasses import asdict
+
+    return {**asdict(o), "spot": o.spot, "price_per_gpu_hour": round(o.price_per_gpu_hour, 6)}
+
+
+def _sources_line(sources: list[dict]) -> str:
+    parts = []
+    for s in sources:
+        dropped = sum(s.get("dropped", {}).values())
+        extra = f", {dropped} rows dropped" if dropped else ""
+        parts.append(f"{s['name']} ({s['where']}, {s['rows']} offers, dated {s['date']}{extra})")
+    return "sources: " + "; ".join(parts)
+
+
+@prices_app.callback(invoke_without_command=True)
+def prices(
+    ctx: typer.Context,
+    gpu: str | None = typer.Option(None, "--gpu", help="GPU name in any spelling (H100, A100-80GB, 'RTX 4090')."),
+    provider: str | None = typer.Option(None, "--provider", help="Only this provider (aws, gcp, runpod, vast...)."),
+    min_memory: float | None = typer.Option(None, "--min-memory", help="Minimum GPU memory in GiB."),
+    spot: bool | None = typer.Option(None, "--spot/--on-demand", help="Only spot, or only non-spot offers."),
+    community: bool | None = typer.Option(None, "--community/--no-community", help="Only or no community-cloud offers."),
+    max_price: float | None = typer.Option(None, "--max-price", help="Maximum $ per instance-hour."),
+    sort: str = typer.Option("price", "--sort", help="price | gpu | provider | memory."),
+    group_by_gpu: bool = typer.Option(False, "--group-by-gpu", help="Only the cheapest offer (per GPU-hour) per GPU."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Show at most this many offers."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """List offers cheapest first, with the sources in use and their dates."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from cheaptune.catalog.prices import active_sources, cheapest_per_gpu, filter_offers, load_offers
+
+    offers = filter_offers(load_offers(), gpu=gpu, provider=provider, min_memory_gib=min_memory, spot=spot,
+                           community=community, max_price=max_price, sort=sort)
+    if group_by_gpu:
+        offers = cheapest_per_gpu(offers)
+    total = len(offers)
+    offers = offers[:limit] if limit else offers
+    sources = active_sources()
+    if json_out:
+        from cheaptune.cli.output import emit_json
+
+        emit_json({"offers": [_offer_dict(o) for o in offers], "matched": total, "sources": sources})
+        return
+    from rich.table import Table
+
+    from cheaptune.cli.output import console
+
+    table = Table(title=f"{len(offers)} of {total} offers")
+    for col in ("provider", "kind", "gpu", "n", "instance", "region", "$/h", "$/GPU-h", "billing", "interrupt/h"):
+        table.add_column(col, justify="right" if col in ("n", "$/h", "$/GPU-h", "interrupt/h") else "left")
+    for o in offers:
+        rate = f"{o.interruption_per_hour:.2g}" if o.interruption_per_hour is not None else "-"
+        table.add_row(o.provider, o.kind, o.gpu, str(o.gpu_count), o.instance_type, o.region,
+                      f"{o.price_per_hour:.4g}", f"{o.price_per_gpu_hour:.4g}",
+                      f"{o.billing_unit_s}s/{o.min_billed_s}s", rate)
+    out = console()
+    out.print(table)
+    out.print(_sources_line(sources), soft_wrap=True)
+
+
+@prices_app.command("import-skypilot")
+def import_skypilot(
+    directory: Path = typer.Argument(..., help="A SkyPilot catalog folder, e.g. ~/.sky/catalogs (v8/<cloud>/vms.csv)."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+) -> None:
+    """Copy a SkyPilot catalog into cheaptune's state; its clouds then replace the bundled prices."""
+    from cheaptune.catalog.sources.skypilot import copy_catalogs
+
+    target, results = copy_catalogs(directory.expanduser())
+    report = {
+        cloud: {"kept": len(r.offers), "dropped": dict(r.dropped), "unknown_gpus": dict(r.unknown_gpus),
+                "fixed": dict(r.fixed)}
+        for cloud, r in results.items()
+    }
+    if json_out:
+        from cheaptune.cli.output import emit_json
+
+        emit_json({"copied_to": str(target), "clouds": report})
+        return
+    typer.echo(f"imported {len(report)} cloud catalog(s) into {target}")
+    for cloud, r in report.items():
+        reasons = ", ".join(f"{n} {why}" for why, n in sorted(r["dropped"].items())) or "none"
+        typer.echo(f"  {cloud}: kept {r['kept']} offers; dropped rows: {reasons}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(prices_app, name="prices")

@@ -1,0 +1,199 @@
+"""Model catalog: every entry builds and matches its published size; lookups, local configs, errors, CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from cheaptune.catalog.models import count_params, list_models, resolve_model, to_hf_config
+from cheaptune.errors import BadInput
+
+# Published sizes (model cards / papers), in parameters; the analytic count must be within 3%.
+PUBLISHED = {
+    "meta-llama/Llama-2-7b-hf": 6.74e9, "meta-llama/Llama-2-13b-hf": 13.0e9, "meta-llama/Llama-2-70b-hf": 69.0e9,
+    "codellama/CodeLlama-7b-hf": 6.74e9, "codellama/CodeLlama-13b-hf": 13.0e9, "codellama/CodeLlama-34b-hf": 33.7e9,
+    "meta-llama/Meta-Llama-3-8B": 8.03e9, "meta-llama/Meta-Llama-3-70B": 70.6e9, "meta-llama/Llama-3.1-8B": 8.03e9,
+    "meta-llama/Llama-3.1-70B": 70.6e9, "meta-llama/Llama-3.1-405B": 405.9e9, "meta-llama/Llama-3.2-1B": 1.24e9,
+    "meta-llama/Llama-3.2-3B": 3.21e9, "meta-llama/Llama-3.3-70B-Instruct": 70.6e9,
+    "mistralai/Mistral-7B-v0.1": 7.24e9, "mistralai/Mistral-7B-Instruct-v0.3": 7.25e9,
+    "mistralai/Mixtral-8x7B-v0.1": 46.7e9, "mistralai/Mistral-Nemo-Base-2407": 12.2e9,
+    "Qwen/Qwen2.5-0.5B": 0.49e9, "Qwen/Qwen2.5-1.5B": 1.54e9, "Qwen/Qwen2.5-3B": 3.09e9, "Qwen/Qwen2.5-7B": 7.61e9,
+    "Qwen/Qwen2.5-14B": 14.7e9, "Qwen/Qwen2.5-32B": 32.5e9, "Qwen/Qwen2.5-72B": 72.7e9,
+    "google/gemma-2b": 2.51e9, "google/gemma-7b": 8.54e9, "google/gemma-2-2b": 2.61e9, "google/gemma-2-9b": 9.24e9,
+    "google/gemma-2-27b": 27.2e9, "microsoft/phi-1_5": 1.42e9, "microsoft/phi-2": 2.78e9,
+    "microsoft/Phi-3-mini-4k-instruct": 3.82e9, "microsoft/Phi-3-medium-4k-instruct": 14.0e9,
+    "tiiuae/falcon-7b": 7.0e9, "tiiuae/falcon-40b": 41.8e9, "stabilityai/stablelm-base-alpha-3b": 3.6e9,
+    "stabilityai/stablelm-3b-4e1t": 2.8e9, "TinyLlama/TinyLlama_v1.1": 1.1e9,
+    "HuggingFaceTB/SmolLM2-135M": 135e6, "HuggingFaceTB/SmolLM2-360M": 362e6, "HuggingFaceTB/SmolLM2-1.7B": 1.71e9,
+    "EleutherAI/pythia-1b": 1.01e9,
+}
+SPECS = list_models()
+
+
+def test_catalog_covers_the_published_list():
+    assert set(PUBLISHED) == {s.id for s in SPECS}
+    for s in SPECS:
+        assert s.source == f"https://huggingface.co/{s.id}/blob/main/config.json"
+        assert s.retrieved and s.checked and s.context_length > 0
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
+def test_param_count_matches_published_size(spec):
+    assert spec.params == pytest.approx(PUBLISHED[spec.id], rel=0.03)
+
+
+def _meta_count(spec, layers: int) -> int:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(to_hf_config(spec, num_hidden_layers=layers))
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
+def test_entry_builds_and_analytic_count_is_exact(spec):
+    """Meta-device builds with 1 and 2 layers extrapolate to the full model (counts are linear in depth)."""
+    one, two = _meta_count(spec, 1), _meta_count(spec, 2)
+    full = one + (two - one) * (spec.config["num_hidden_layers"] - 1)
+    assert count_params(spec.config) == full
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("llama-2-7b", "meta-llama/Llama-2-7b-hf"), ("META-LLAMA/LLAMA-2-7B-HF", "meta-llama/Llama-2-7b-hf"),
+    ("Llama-2-7b-hf", "meta-llama/Llama-2-7b-hf"), ("mistral-7b", "mistralai/Mistral-7B-v0.1"),
+    ("qwen2.5-7b", "Qwen/Qwen2.5-7B"), ("SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M"),
+    ("tinyllama", "TinyLlama/TinyLlama_v1.1"), ("phi-2", "microsoft/phi-2"), (" mixtral-8x7b ", "mistralai/Mixtral-8x7B-v0.1"),
+])
+def test_lookup_by_alias_and_case(name, expected):
+    assert resolve_model(name).id == expected
+
+
+def test_unknown_name_suggests():
+    with pytest.raises(BadInput, match=r"unknown model 'llama-2-8b' \(did you mean .*llama-2-7b"):
+        resolve_model("llama-2-8b")
+
+
+def test_unknown_hub_id_offline_names_close_entries(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(BadInput, match=r"not in the catalog and HF_HUB_OFFLINE.*close catalog entries: .*Qwen2.5-7B"):
+        resolve_model("Qwen/Qwen2.5-7B-Math")
+
+
+def test_unknown_hub_id_online_fetches_config_only(monkeypatch, tmp_path):
+    import huggingface_hub
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(_TINY))
+    calls = []
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo, name: calls.append((repo, name)) or str(cfg))
+    spec = resolve_model("someone/tiny-llama")
+    assert calls == [("someone/tiny-llama", "config.json")]
+    assert spec.id == "someone/tiny-llama" and spec.params == count_params(_TINY)
+
+    def fail(repo, name):
+        raise OSError("no network")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fail)
+    with pytest.raises(BadInput, match=r"cannot fetch config.json \(OSError\)"):
+        resolve_model("someone/other-model")
+
+
+_TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 256}
+
+
+def test_local_config_file_and_dir(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(_TINY))
+    by_file = resolve_model(tmp_path / "config.json")
+    by_dir = resolve_model(str(tmp_path))
+    assert by_file.source == by_dir.source == "local" and by_dir.id == str(tmp_path)
+    assert by_dir.family == "llama" and by_dir.context_length == 256
+    assert by_dir.params == 100 * 64 * 2 + 2 * (64 * 16 * 12 + 3 * 64 * 128 + 2 * 64) + 64
+
+
+def test_tiny_model_dir_count_matches_its_weights(tiny_model_dir):
+    from safetensors import safe_open
+
+    spec = resolve_model(tiny_model_dir)
+    total = 0
+    for f in tiny_model_dir.glob("*.safetensors"):
+        with safe_open(str(f), "pt") as st:
+            names = st.keys()
+            total += sum(math.prod(st.get_slice(k).get_shape()) for k in names)
+    assert total > 0 and spec.params == total
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("{not json", r"config.json: not valid JSON"),
+    ("[1, 2]", r"config.json: expected a JSON object"),
+    (json.dumps({k: v for k, v in _TINY.items() if k != "model_type"}), r"config.json: config lacks model_type"),
+    (json.dumps({k: v for k, v in _TINY.items() if k != "hidden_size"}), r"config.json: config lacks hidden_size"),
+])
+def test_malformed_config_is_one_line(tmp_path, body, message):
+    (tmp_path / "config.json").write_text(body)
+    with pytest.raises(BadInput, match=message) as err:
+        resolve_model(tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_paths(tmp_path):
+    with pytest.raises(BadInput, match="no config.json in this folder"):
+        resolve_model(tmp_path)
+    with pytest.raises(BadInput, match="no such file"):
+        resolve_model(str(tmp_path / "nope" / "config.json"))
+
+
+def test_unknown_model_type_is_bad_input(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(dict(_TINY, model_type="no_such_arch")))
+    with pytest.raises(BadInput, match="transformers cannot build model_type 'no_such_arch'"):
+        _ = resolve_model(tmp_path).params
+
+
+GOOD = """retrieved: '2026-01-01'
+models:
+  - id: org/tiny
+    family: tiny
+    aliases: [tiny]
+    source: https://huggingface.co/org/tiny/blob/main/config.json
+    checked: recalled
+    config: {model_type: llama, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, vocab_size: 100}
+"""
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (("hidden_size: 64, ", ""), r"entry 'org/tiny': field 'config': .*config lacks hidden_size"),
+    (("hidden_size: 64", "hidden_size: -1"), r"entry 'org/tiny': field 'config': .*positive integer"),
+    (("id: org/tiny", "id: tiny"), r"entry 'tiny': field 'id'"),
+    (("    checked: recalled\n", ""), r"entry 'org/tiny': field 'checked': Field required"),
+    (("family: tiny", "family: tiny\n    colour: red"), r"field 'colour': Extra inputs"),
+])
+def test_bad_catalog_row_is_one_line(tmp_path, edit, message):
+    p = tmp_path / "models.yaml"
+    p.write_text(GOOD.replace(*edit))
+    with pytest.raises(BadInput, match=message) as err:
+        list_models(path=p)
+    assert str(p) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_custom_catalog_and_duplicate_names(tmp_path):
+    p = tmp_path / "models.yaml"
+    p.write_text(GOOD)
+    assert resolve_model("TINY", path=p).id == "org/tiny"
+    p.write_text(GOOD + GOOD.split("models:\n")[1].replace("org/tiny", "org/tiny2"))
+    with pytest.raises(BadInput, match=r"entry 'org/tiny2': name 'tiny' is already used by 'org/tiny'"):
+        list_models(path=p)
+
+
+def test_cli_table_json_and_family(run_cli):
+    code, out, _ = run_cli("models")
+    assert code == 0 and "meta-llama/Llama-2-7b-hf" in out and "6.74B" in out
+    code, out, _ = run_cli("models", "--json", "--family", "SmolLM2")
+    rows = json.loads(out)
+    assert code == 0 and [r["id"] for r in rows] == [f"HuggingFaceTB/SmolLM2-{s}" for s in ("135M", "360M", "1.7B")]
+    assert rows[0]["params"] == count_params(resolve_model("smollm2-135m").config) and rows[0]["context_length"] == 8192
+    code, _, err = run_cli("models", "--family", "lama")
+    assert code == 2 and "did you mean" in err

@@ -1,0 +1,72 @@
+"""`cheaptune prices` and `cheaptune prices import-skypilot` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+FIX = Path(__file__).parent / "fixtures_prices"
+
+
+@pytest.fixture(autouse=True)
+def _no_sky(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CHEAPTUNE_SKY_CATALOGS", raising=False)
+    monkeypatch.delenv("CHEAPTUNE_PRICES", raising=False)
+
+
+def test_table_lists_filtered_offers_and_sources(run_cli):
+    code, out, _ = run_cli("prices", "--gpu", "H100", "--limit", "3")
+    assert code == 0
+    assert "3 of" in out and "H100" in out and "A100" not in out
+    assert "sources: bundled" in out and "2026-11-30" in out
+
+
+def test_json_output(run_cli):
+    code, out, _ = run_cli("prices", "--gpu", "A100-80GB", "--spot", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["offers"] and doc["matched"] == len(doc["offers"])
+    assert all(o["gpu"] == "A100-80GB" and o["spot"] for o in doc["offers"])
+    prices = [o["price_per_hour"] for o in doc["offers"]]
+    assert prices == sorted(prices)
+    assert doc["sources"][0]["name"] == "bundled"
+
+
+def test_group_by_gpu(run_cli):
+    _, out, _ = run_cli("prices", "--group-by-gpu", "--json")
+    gpus = [o["gpu"] for o in json.loads(out)["offers"]]
+    assert len(gpus) == len(set(gpus)) >= 26
+
+
+def test_import_skypilot_then_list(run_cli):
+    code, out, _ = run_cli("prices", "import-skypilot", str(FIX))
+    assert code == 0
+    assert "gcp: kept" in out and "1 700.0 placeholder price" in out
+    _, out, _ = run_cli("prices", "--provider", "aws", "--json")
+    doc = json.loads(out)
+    assert doc["offers"] and all(o["source"].startswith("skypilot catalog") for o in doc["offers"])
+    assert [s["name"] for s in doc["sources"]] == ["bundled", "skypilot"]
+
+
+def test_import_skypilot_json_counts(run_cli):
+    code, out, _ = run_cli("prices", "import-skypilot", str(FIX), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["clouds"]["aws"]["dropped"]["spot above on-demand"] == 1
+    assert doc["clouds"]["aws"]["unknown_gpus"] == {"Z9000": 1}
+
+
+def test_bad_inputs_exit_2_with_one_line(run_cli, monkeypatch, tmp_path):
+    code, out, err = run_cli("prices", "import-skypilot", str(FIX / "bad"))
+    assert code == 2 and err.count("\n") == 1 and "vms.csv:3: column Price: expected a number" in err
+    from cheaptune.util.paths import home
+
+    assert not (home() / "skypilot-catalogs").exists()  # nothing half-imported
+    bad = tmp_path / "mine.csv"
+    bad.write_text((FIX / "user_prices.csv").read_text().replace("1.00,60", "cheap,60"))
+    monkeypatch.setenv("CHEAPTUNE_PRICES", str(bad))
+    code, out, err = run_cli("prices")
+    assert code == 2 and "mine.csv:3: column price_per_hour: expected a number, got 'cheap'" in err
+    code, _, err = run_cli("prices", "import-skypilot", str(tmp_path / "missing"))
+    assert code == 2 and "is not a folder" in err
