@@ -1,0 +1,108 @@
+"""`cheaptune launch`: run a plan on a rented GPU through SkyPilot (managed spot-safe job or a cluster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("launch")(launch)
+
+
+def launch(
+    plan: Path = typer.Argument(None, help="Plan file from `cheaptune plan --save` (not needed with --status/--cancel)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Write and validate the SkyPilot task YAML; launch nothing."),
+    out: Path = typer.Option(None, "--out", help="Where the task YAML goes (default: ~/.cheaptune/launch/NAME/task.yaml)."),
+    config: Path = typer.Option(None, "--config", help="Training config YAML for `cheaptune train` on the machine."),
+    cluster: str = typer.Option(None, "--cluster", help="Launch as a cluster with this name (autodown) instead of a managed job."),
+    name: str = typer.Option(None, "--name", help="Task name; also names the checkpoint bucket (default from the plan)."),
+    gpu: str = typer.Option(None, "--gpu", help="Override the plan's GPU (any spelling; alternatives are dropped)."),
+    gpu_count: int = typer.Option(None, "--gpu-count", help="Override the plan's GPU count."),
+    provider: str = typer.Option(None, "--provider", help="Override the plan's provider (alternatives are dropped)."),
+    region: str = typer.Option(None, "--region", help="Override the plan's region."),
+    spot: bool = typer.Option(None, "--spot/--on-demand", help="Override spot or on-demand."),
+    model: str = typer.Option(None, "--model", help="Override the plan's model."),
+    dataset: str = typer.Option(None, "--dataset", help="Override the plan's dataset file."),
+    budget: float = typer.Option(None, "--budget", help="Override the plan's budget (USD)."),
+    margin: float = typer.Option(0.10, "--margin", help="Fail over to offers within this fraction of the best total cost."),
+    checkpoint_dir: str = typer.Option(None, "--checkpoint-dir", help="Remote checkpoint folder (the bucket mount)."),
+    bucket: str = typer.Option(None, "--bucket", help="Checkpoint bucket name or URI (s3://..., gs://...)."),
+    bucket_mode: str = typer.Option("MOUNT_CACHED", "--bucket-mode", help="MOUNT_CACHED or MOUNT."),
+    secret: list[str] = typer.Option(None, "--secret", help="Secret env NAME passed from your environment (repeatable)."),
+    idle_minutes: int = typer.Option(10, "--idle-minutes", help="Cluster autodown after this many idle minutes."),
+    max_restarts: int = typer.Option(1, "--max-restarts", help="Managed job: restarts after a crash (not preemptions)."),
+    install: str = typer.Option(None, "--install", help="pip spec or local wheel/folder for cheaptune on the machine."),
+    disk_gb: int = typer.Option(None, "--disk-gb", help="Disk size in GB (default: from model, dataset, checkpoints)."),
+    max_hourly_cost: float = typer.Option(None, "--max-hourly-cost", help="Cap SkyPilot's instance price (USD/h)."),
+    status: bool = typer.Option(False, "--status", help="Show managed jobs (or the job given with --job)."),
+    cancel: int = typer.Option(None, "--cancel", help="Cancel this managed job id."),
+    job: int = typer.Option(None, "--job", help="Job id for --status."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Launch a plan on the cheapest cloud GPU through SkyPilot; checkpoints go to a bucket so spot jobs resume.
+
+    Exit codes: 0 launched, 2 bad input or no cloud enabled (run `sky check`), 3 over budget.
+    """
+    from cheaptune.cli.output import emit_json
+    from cheaptune.errors import BadInput
+    from cheaptune.launch.backend import SkyBackend
+    from cheaptune.launch.options import DEFAULT_CHECKPOINT_DIR, DEFAULT_SECRETS, LaunchOptions
+
+    backend = SkyBackend()
+    if status or cancel is not None:
+        if cancel is not None:
+            backend.cancel(cancel)
+            result: object = {"cancelled": cancel}
+        else:
+            result = backend.status(job)
+        if as_json:
+            emit_json(result)
+        else:
+            _print_status(result)
+        return
+    if plan is None:
+        raise BadInput("give a plan file: cheaptune launch PLAN (make one with `cheaptune plan ... --save PLAN`)")
+
+    from cheaptune.launch import launcher
+    from cheaptune.launch.overrides import apply_overrides
+    from cheaptune.plan.planfile import load
+
+    plan_obj = apply_overrides(load(plan), gpu=gpu, gpu_count=gpu_count, provider=provider, region=region,
+                               spot=spot, model=model, dataset=dataset, budget=budget)
+    opts = LaunchOptions(
+        mode="cluster" if cluster else "job", name=name, cluster=cluster, config=config,
+        checkpoint_dir=checkpoint_dir or DEFAULT_CHECKPOINT_DIR, bucket=bucket, bucket_mode=bucket_mode,
+        margin=margin, secrets=tuple(secret) if secret else DEFAULT_SECRETS, idle_minutes=idle_minutes,
+        max_restarts_on_errors=max_restarts, install=install, disk_gb=disk_gb, max_hourly_cost=max_hourly_cost,
+    )
+    if dry_run:
+        prep = launcher.prepare(plan_obj, opts, backend, out)
+        info = {"task_yaml": str(prep.yaml_path), "name": prep.task["name"],
+                "offers": [launcher.describe(o) for o in prep.selection.offers], "skipped": prep.selection.skipped}
+        if as_json:
+            emit_json(info)
+        else:
+            typer.echo(f"wrote {info['task_yaml']} (validated by SkyPilot); offers: {'; '.join(info['offers'])}")
+        return
+    info = launcher.launch(plan_obj, opts, backend, out)
+    if as_json:
+        emit_json(info)
+        return
+    where = f"cluster {info['cluster']}" if info["cluster"] else f"managed job {info['job_id']}"
+    typer.echo(f"launched {info['name']} as {where}; run {info['run_id']} recorded; "
+               f"follow with `cheaptune launch --status --job {info['job_id']}`")
+    if info["unset_secrets"]:
+        typer.echo(f"note: not set here, so not passed: {', '.join(info['unset_secrets'])}", err=True)
+
+
+def _print_status(result: object) -> None:
+    if isinstance(result, dict):
+        typer.echo(f"cancel requested for managed job {result['cancelled']}")
+        return
+    if not result:
+        typer.echo("no managed jobs")
+        return
+    for r in result:  # type: ignore[union-attr]
+        typer.echo(f"{r['job_id']}\t{r['name']}\t{r['status']}\t{r['infra'] or '-'}\trecoveries={r['recoveries']}")

@@ -1,0 +1,1 @@
+"""Run a plan on a rented GPU through SkyPilot: task YAML, managed-job launch, status, cancel."""

@@ -1,0 +1,136 @@
+"""The seam around SkyPilot's Python API: validate, launch (managed job or cluster), status, cancel.
+
+Everything that talks to SkyPilot is here, so tests swap in a recording double, and every SkyPilot or
+network failure leaves as one CheaptuneError line (no cloud enabled -> say how: `sky check`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from cheaptune.errors import BadInput, CheaptuneError
+
+ENABLE_HINT = "run `sky check` to see which clouds are enabled and how to enable one (credentials), then launch again"
+SERVER_HINT = "start one with `sky api start` (or connect with `sky api login -e URL`)"
+
+
+@dataclass
+class LaunchResult:
+    job_id: int | None
+    cluster: str | None = None
+
+
+class Backend(Protocol):
+    def validate(self, yaml_path: Path) -> None: ...
+    def launch_job(self, task: dict, secrets: dict[str, str], name: str) -> LaunchResult: ...
+    def launch_cluster(self, task: dict, secrets: dict[str, str], cluster: str, idle_minutes: int) -> LaunchResult: ...
+    def status(self, job_id: int | None) -> list[dict]: ...
+    def cancel(self, job_id: int) -> None: ...
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0].strip() if text else type(exc).__name__
+
+
+def translate(exc: BaseException) -> CheaptuneError | None:
+    """Our one-line error for a SkyPilot or network failure; None for anything we do not recognize."""
+    name = type(exc).__name__
+    if name == "NoCloudAccessError":
+        return BadInput(f"no cloud is enabled for SkyPilot; {ENABLE_HINT}")
+    if name == "ResourcesUnavailableError":
+        return BadInput(f"SkyPilot found no enabled cloud that can run this task ({_first_line(exc)}); "
+                        f"{ENABLE_HINT}, or re-plan with other providers")
+    if name in ("ApiServerConnectionError", "ConnectionError", "ConnectTimeout", "ReadTimeout", "Timeout") or (
+        isinstance(exc, RuntimeError) and "api server" in str(exc).lower()
+    ):
+        return BadInput(f"cannot reach a SkyPilot API server ({_first_line(exc)}); {SERVER_HINT}; "
+                        f"then {ENABLE_HINT}")
+    if name in ("InvalidCloudCredentials", "InvalidCloudConfigs", "CloudUserIdentityError"):
+        return BadInput(f"SkyPilot cannot use the cloud credentials ({_first_line(exc)}); {ENABLE_HINT}")
+    if type(exc).__module__.startswith("sky."):
+        return CheaptuneError(f"SkyPilot: {_first_line(exc)}")
+    return None
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """Re-raise SkyPilot and network failures as one-line CheaptuneErrors."""
+    try:
+        yield
+    except CheaptuneError:
+        raise
+    except Exception as exc:
+        ours = translate(exc)
+        if ours is None:
+            raise
+        raise ours from None
+
+
+def _sky() -> Any:
+    try:
+        import sky
+    except ImportError:
+        raise BadInput("SkyPilot is not installed; install the cloud extra: pip install 'cheaptune[cloud]'") from None
+    return sky
+
+
+class SkyBackend:
+    """SkyPilot 0.14's client SDK: calls return request ids, `sky.stream_and_get` waits and streams logs."""
+
+    def validate(self, yaml_path: Path) -> None:
+        """SkyPilot's own schema and task checks, offline (no credentials, no API server)."""
+        sky = _sky()
+        try:
+            sky.Task.from_yaml(str(yaml_path))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise BadInput(f"SkyPilot rejects {yaml_path}: {_first_line(exc)}") from None
+
+    def _task(self, task: dict, secrets: dict[str, str]) -> Any:
+        sky = _sky()
+        with translated():
+            return sky.Task.from_yaml_config(copy.deepcopy(task), secrets_overrides=list(secrets.items()) or None)
+
+    def launch_job(self, task: dict, secrets: dict[str, str], name: str) -> LaunchResult:
+        sky = _sky()
+        t = self._task(task, secrets)
+        with translated():
+            job_ids, _handle = sky.stream_and_get(sky.jobs.launch(t, name=name))
+        return LaunchResult(job_id=job_ids[0] if job_ids else None)
+
+    def launch_cluster(self, task: dict, secrets: dict[str, str], cluster: str, idle_minutes: int) -> LaunchResult:
+        sky = _sky()
+        t = self._task(task, secrets)
+        with translated():
+            job_id, _handle = sky.stream_and_get(
+                sky.launch(t, cluster_name=cluster, idle_minutes_to_autostop=idle_minutes, down=True)
+            )
+        return LaunchResult(job_id=job_id, cluster=cluster)
+
+    def status(self, job_id: int | None) -> list[dict]:
+        sky = _sky()
+        with translated():
+            records = sky.stream_and_get(
+                sky.jobs.queue(refresh=False, skip_finished=False, job_ids=[job_id] if job_id is not None else None)
+            )
+        rows = []
+        for r in records or []:
+            get = r.get if isinstance(r, dict) else lambda k, r=r: getattr(r, k, None)
+            status = get("status")
+            rows.append({
+                "job_id": get("job_id"), "name": get("job_name"),
+                "status": getattr(status, "value", status), "infra": get("infra"),
+                "resources": get("resources"), "recoveries": get("recovery_count"),
+                "duration_s": get("job_duration"), "failure": get("failure_reason"),
+            })
+        return rows
+
+    def cancel(self, job_id: int) -> None:
+        sky = _sky()
+        with translated():
+            sky.stream_and_get(sky.jobs.cancel(job_ids=[job_id]))

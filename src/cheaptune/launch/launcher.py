@@ -1,0 +1,122 @@
+"""Launch orchestration: plan -> staged files + validated task YAML -> SkyPilot -> registry record.
+
+Reads top to bottom: load and check, stage, build, validate, (launch, record). The backend is passed
+in, so tests run the whole path with a recording double in place of SkyPilot.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from cheaptune.launch.backend import Backend, LaunchResult
+from cheaptune.launch.options import LaunchOptions
+from cheaptune.launch.stage import stage, write_staging
+from cheaptune.launch.task import Selection, build_task, task_name
+from cheaptune.plan.planfile import Offer, PlanFile
+from cheaptune.util import atomic
+from cheaptune.util.paths import home
+
+
+@dataclass
+class Prepared:
+    plan: PlanFile
+    task: dict
+    selection: Selection
+    yaml_path: Path
+    staging_dir: Path
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings (setup, run) as YAML block scalars, so the task reads like a hand-written one."""
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_BlockDumper.add_representer(str, _str)
+
+
+def dump_yaml(task: dict) -> str:
+    return yaml.dump(task, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False)
+
+
+def prepare(plan: PlanFile, opts: LaunchOptions, backend: Backend, out: str | Path | None = None) -> Prepared:
+    """Write the staging folder and the task YAML, validated by SkyPilot before it replaces `out`."""
+    opts.check()
+    name = task_name(plan, opts)
+    yaml_path = Path(out) if out else home() / "launch" / name / "task.yaml"
+    staging_dir = yaml_path.parent / f"{yaml_path.stem}.files"
+    staged = stage(plan, opts)
+    write_staging(staged, staging_dir)
+    task, sel = build_task(plan, staged, str(staging_dir.resolve()), opts)
+    text = dump_yaml(task)
+    yaml_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{yaml_path.name}.", suffix=".check.yaml", dir=yaml_path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        backend.validate(Path(tmp))
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    atomic.write_text(yaml_path, text)
+    return Prepared(plan, task, sel, yaml_path, staging_dir)
+
+
+def describe(offer: Offer) -> str:
+    kind = "spot" if offer.spot else offer.kind
+    return f"{offer.provider}/{offer.region} {offer.gpu}:{offer.gpu_count} {kind} ${offer.price_per_hour:g}/h"
+
+
+def launch(
+    plan: PlanFile, opts: LaunchOptions, backend: Backend, out: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict:
+    """Launch through the backend and record the run; returns what was launched, for printing."""
+    prep = prepare(plan, opts, backend, out)
+    env = os.environ if env is None else env
+    secrets = {k: env[k] for k in opts.secrets if env.get(k)}
+    unset = [k for k in opts.secrets if k not in secrets]
+    task = dict(prep.task)
+    if "secrets" in task:
+        # A name with no value would be looked up in a secrets manager at launch; leave unset ones out.
+        task["secrets"] = {k: None for k in secrets} or None
+        if task["secrets"] is None:
+            del task["secrets"]
+    name = task["name"]
+    if opts.mode == "cluster":
+        result = backend.launch_cluster(task, secrets, opts.cluster or name, opts.idle_minutes)
+    else:
+        result = backend.launch_job(task, secrets, name)
+    run_id = _record(prep, opts, result, unset)
+    return {
+        "run_id": run_id, "name": name, "mode": opts.mode, "job_id": result.job_id, "cluster": result.cluster,
+        "task_yaml": str(prep.yaml_path), "offers": [describe(o) for o in prep.selection.offers],
+        "skipped": prep.selection.skipped, "unset_secrets": unset,
+    }
+
+
+def _record(prep: Prepared, opts: LaunchOptions, result: LaunchResult, unset: list[str]) -> str:
+    from cheaptune.runs.registry import Registry
+
+    plan, offer = prep.plan, prep.plan.offer
+    run = Registry().start_run(
+        name=prep.task["name"], model=plan.model, method=plan.train.method, gpu=offer.gpu,
+        gpu_count=offer.gpu_count, provider=offer.provider, offer=describe(offer),
+        price_per_hour=offer.price_per_hour, budget_usd=plan.budget_usd,
+        cost_predicted_usd=plan.prediction.cost.total, peak_mem_predicted=plan.prediction.peak_vram_bytes,
+        output_dir=opts.checkpoint_dir,
+    )
+    run.event("launched", {
+        "backend": "skypilot", "mode": opts.mode, "job_id": result.job_id, "cluster": result.cluster,
+        "task_yaml": str(prep.yaml_path), "failover": [describe(o) for o in prep.selection.offers[1:]],
+        "unset_secrets": unset,
+    })
+    return run.id

@@ -1,0 +1,205 @@
+"""Build a SkyPilot task (the dict of its YAML) from a plan: resources, mounts, secrets, setup and run.
+
+Only names of secrets go in the task; their values are handed to SkyPilot at launch from our
+environment. The checkpoint bucket is mounted at the folder `cheaptune train --checkpoint-dir` writes
+to, so a managed job relaunched after a preemption resumes from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cheaptune
+from cheaptune.errors import Infeasible, Preempted
+from cheaptune.launch.names import require_cloud, sky_cloud, sky_gpu
+from cheaptune.launch.options import REMOTE_JOB, REMOTE_PKG, LaunchOptions
+from cheaptune.launch.stage import Staged, disk_size_gb
+from cheaptune.plan.planfile import Offer, PlanFile
+
+# Headroom over the priciest chosen offer for `max_hourly_cost`: SkyPilot's catalog price for the same
+# machine may differ slightly from ours; the cap is there to stop a much pricier instance, not to fail.
+HOURLY_SLACK = 0.10
+RECOVERY_STRATEGY = "EAGER_NEXT_REGION"  # SkyPilot 0.14's default; named so the YAML says what it does
+QLORA_METHODS = ("qlora",)
+
+
+@dataclass
+class Selection:
+    """The offers put in the task (best first) and why others were left out."""
+
+    offers: list[Offer]
+    skipped: list[str] = field(default_factory=list)
+
+
+def _total(offer: Offer, plan: PlanFile) -> float:
+    return offer.total_cost if offer.total_cost is not None else plan.prediction.cost.total
+
+
+def select_offers(plan: PlanFile, margin: float) -> Selection:
+    """The plan's offer plus alternatives within `margin` of its total cost (and within budget)."""
+    require_cloud(plan.offer.provider)
+    best = _total(plan.offer, plan)
+    if plan.budget_usd is not None and best > plan.budget_usd:
+        raise Infeasible(
+            f"the plan predicts ${best:.2f}, over its budget ${plan.budget_usd:.2f}; re-plan with a larger "
+            "--budget or a cheaper option"
+        )
+    chosen, skipped = [plan.offer], []
+    seen = {_key(plan.offer)}
+    for alt in plan.alternatives:
+        cost = _total(alt, plan)
+        if _key(alt) in seen:
+            continue
+        if sky_cloud(alt.provider) is None:
+            skipped.append(f"{alt.provider} {alt.gpu}: not a SkyPilot cloud")
+        elif cost > best * (1 + margin):
+            skipped.append(f"{alt.provider} {alt.gpu}: ${cost:.2f} is over {margin:.0%} above ${best:.2f}")
+        elif plan.budget_usd is not None and cost > plan.budget_usd:
+            skipped.append(f"{alt.provider} {alt.gpu}: ${cost:.2f} is over the budget")
+        else:
+            chosen.append(alt)
+            seen.add(_key(alt))
+    return Selection(chosen, skipped)
+
+
+def _key(o: Offer) -> tuple:
+    return (sky_cloud(o.provider) or o.provider, o.region, o.gpu, o.gpu_count, o.spot)
+
+
+def resource_entry(offer: Offer) -> dict:
+    """One offer in SkyPilot's spelling: infra cloud[/region], accelerators NAME:COUNT, use_spot."""
+    cloud = require_cloud(offer.provider)
+    region = offer.region.strip()
+    infra = cloud if region.lower() in ("", "any", "*") or "/" in region else f"{cloud}/{region}"
+    return {"infra": infra, "accelerators": f"{sky_gpu(offer.gpu, cloud)}:{offer.gpu_count}", "use_spot": offer.spot}
+
+
+def _resources(plan: PlanFile, sel: Selection, staged: Staged, opts: LaunchOptions) -> dict:
+    entries = [resource_entry(o) for o in sel.offers]
+    res: dict = dict(entries[0]) if len(entries) == 1 else {"any_of": entries}
+    res["disk_size"] = opts.disk_gb or disk_size_gb(plan, staged)
+    cap = opts.max_hourly_cost
+    if cap is None and plan.budget_usd is not None:
+        cap = round(max(o.price_per_hour for o in sel.offers) * (1 + HOURLY_SLACK), 4)
+    if cap is not None:
+        res["max_hourly_cost"] = cap
+    if opts.mode == "job":
+        # A run stopped by a spot notice exits 143 (Preempted) after checkpointing: recover it like a
+        # preemption. A budget stop (10) or a crash is not retried beyond max_restarts_on_errors.
+        res["job_recovery"] = {
+            "strategy": RECOVERY_STRATEGY,
+            "max_restarts_on_errors": opts.max_restarts_on_errors,
+            "recover_on_exit_codes": [Preempted.exit_code],
+        }
+    else:
+        res["autostop"] = {"idle_minutes": opts.idle_minutes, "down": True}
+    return res
+
+
+def _bucket_mount(opts: LaunchOptions, name: str) -> dict:
+    bucket = opts.bucket or f"cheaptune-ckpt-{name}"
+    key = "source" if "://" in bucket else "name"
+    return {key: bucket, "mode": opts.bucket_mode, "persistent": True}
+
+
+def _install_lines(plan: PlanFile, opts: LaunchOptions, uploads: dict[str, str]) -> list[str]:
+    extra = "[qlora]" if plan.train.method in QLORA_METHODS or plan.train.quant else ""
+    spec = opts.install or f"cheaptune{extra}=={cheaptune.__version__}"
+    if opts.install and not any(ch in opts.install for ch in "=<>[@") and _is_local(opts.install):
+        local = Path(opts.install).expanduser().resolve()
+        remote = f"{REMOTE_PKG}/{local.name}"
+        uploads[remote] = str(local)
+        spec = f"{remote}{extra}" if local.is_dir() else remote
+    return [
+        "set -euo pipefail",
+        "python3 -m pip install --upgrade pip",
+        # On Linux x86_64 the default torch wheel is the CUDA build; the check below fails early if not.
+        f"python3 -m pip install {shlex.quote(spec)}",
+        "python3 -c 'import torch; assert torch.cuda.is_available(), \"torch has no CUDA on this machine\"'",
+    ]
+
+
+def _is_local(text: str) -> bool:
+    return Path(text).expanduser().exists()
+
+
+# Which cloud SkyPilot picked is only known on the machine: read it there, to price the meter (the
+# highest price among that cloud's offers, so the budget errs safe) and to poll that cloud's spot notice.
+_PICK_CLOUD = (
+    'CLOUD=$(python3 -c \'import json, os; '
+    'print(json.loads(os.environ.get("SKYPILOT_CLUSTER_INFO") or "{}").get("cloud", "").lower())\')'
+)
+_PICK_PRICE = (
+    'PRICE=$(python3 -c \'import json, os, sys; p = json.loads(os.environ["CHEAPTUNE_OFFER_PRICES"]); '
+    'print(p.get(sys.argv[1], max(p.values())))\' "$CLOUD")'
+)
+_PICK_NOTICE = 'case "$CLOUD" in aws|gcp|azure) NOTICE="$CLOUD" ;; *) NOTICE=none ;; esac'
+NOTICE_CLOUDS = ("aws", "gcp", "azure")
+
+
+def offer_prices(offers: list[Offer]) -> dict[str, float]:
+    """Per SkyPilot cloud, the highest instance price among the chosen offers."""
+    prices: dict[str, float] = {}
+    for o in offers:
+        cloud = require_cloud(o.provider)
+        prices[cloud] = max(prices.get(cloud, 0.0), o.price_per_hour)
+    return prices
+
+
+def _run_lines(plan: PlanFile, opts: LaunchOptions, offers: list[Offer]) -> list[str]:
+    cmd = ["train", f"{REMOTE_JOB}/config.yaml", "--plan", f"{REMOTE_JOB}/plan.yaml", "--resume", "auto",
+           "--checkpoint-dir", opts.checkpoint_dir]
+    if plan.budget_usd is not None:
+        cmd += ["--budget", f"{plan.budget_usd:g}"]
+    args = " ".join(shlex.quote(c) for c in cmd) + ' --price-per-hour "$PRICE"'
+    lines = ["set -euo pipefail", _PICK_CLOUD, _PICK_PRICE]
+    if any(o.spot for o in offers):
+        lines.append(_PICK_NOTICE)
+        args += ' --spot-notice "$NOTICE"'
+    if any(o.gpu_count > 1 for o in offers):
+        lines.append(f"python3 -m torch.distributed.run --nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE -m cheaptune {args}")
+    else:
+        lines.append(f"cheaptune {args}")
+    return lines
+
+
+def build_task(plan: PlanFile, staged: Staged, staging_dir: str, opts: LaunchOptions) -> tuple[dict, Selection]:
+    """The task dict (dump it as YAML) and the offer selection it was built from."""
+    sel = select_offers(plan, opts.margin)
+    name = task_name(plan, opts)
+    uploads = dict(staged.uploads)
+    setup = _install_lines(plan, opts, uploads)
+    file_mounts: dict = {REMOTE_JOB: staging_dir, **uploads, opts.checkpoint_dir: _bucket_mount(opts, name)}
+    task = {
+        "name": name,
+        "resources": _resources(plan, sel, staged, opts),
+        "envs": {
+            "CHEAPTUNE_RUN_NAME": name,
+            "CHEAPTUNE_OFFER_PRICES": json.dumps(offer_prices(sel.offers), sort_keys=True),
+            "PYTHONUNBUFFERED": "1",
+        },
+        "secrets": {s: None for s in opts.secrets},
+        "file_mounts": file_mounts,
+        "setup": "\n".join(setup) + "\n",
+        "run": "\n".join(_run_lines(plan, opts, sel.offers)) + "\n",
+    }
+    if not task["secrets"]:
+        del task["secrets"]
+    return task, sel
+
+
+def task_name(plan: PlanFile, opts: LaunchOptions) -> str:
+    """--name, else model + method + a hash of the plan, in lowercase letters, digits and '-' (bucket rules).
+
+    The same plan gets the same name and so the same checkpoint bucket: launching it again resumes.
+    """
+    if opts.name:
+        return opts.name
+    base = plan.model.rstrip("/").split("/")[-1].lower()
+    slug = "".join(c if c.isalnum() else "-" for c in base).strip("-")[:30] or "run"
+    digest = hashlib.sha256(plan.model_dump_json().encode()).hexdigest()[:6]
+    return f"ct-{slug}-{plan.train.method}-{digest}".replace("_", "-")

@@ -1,0 +1,115 @@
+"""The launch path up to SkyPilot's API (recording double at the seam), the registry record, the CLI,
+and the real SkyPilot path with no cloud/API server reachable -> one line mentioning `sky check`, exit 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from cheaptune.errors import BadInput
+from cheaptune.launch import launcher
+from cheaptune.launch.backend import SkyBackend, translate
+from cheaptune.launch.options import LaunchOptions
+from cheaptune.runs.registry import Registry
+
+from .conftest import make_plan, offer
+
+
+def test_managed_job_launch_calls_seam_and_records_run(tmp_path, recorder):
+    plan = make_plan(offer("aws", "A100-80GB", 4.1, spot=True, total=5.0),
+                     [offer("gcp", "A100-80GB", 4.4, spot=True, total=5.3)])
+    env = {"HF_TOKEN": "hf_value", "PATH": "/bin"}
+    info = launcher.launch(plan, LaunchOptions(), recorder, tmp_path / "t.yaml", env=env)
+    kinds = [c[0] for c in recorder.calls]
+    assert kinds == ["validate", "launch_job"]
+    call = recorder.calls[1][1]
+    assert call["secrets"] == {"HF_TOKEN": "hf_value"}  # values reach SkyPilot only through the seam
+    assert call["task"]["secrets"] == {"HF_TOKEN": None}  # unset names are left out, never a value
+    assert call["name"] == info["name"] and info["job_id"] == 42
+    assert info["unset_secrets"] == ["WANDB_API_KEY", "CHEAPTUNE_WEBHOOK_URL"]
+    assert "hf_value" not in (tmp_path / "t.yaml").read_text()
+    run = Registry().get_run(info["run_id"])
+    assert (run["provider"], run["gpu"], run["price_per_hour"]) == ("aws", "A100-80GB", 4.1)
+    assert run["cost_predicted_usd"] == 5.0 and "spot" in run["offer"]
+    launched = [e for e in run["events"] if e["kind"] == "launched"][0]["detail"]
+    assert launched["job_id"] == 42 and launched["failover"] and launched["mode"] == "job"
+
+
+def test_cluster_launch(tmp_path, recorder):
+    info = launcher.launch(make_plan(offer("lambda", "H100", 2.5)), LaunchOptions(mode="cluster", cluster="dev"),
+                           recorder, tmp_path / "t.yaml", env={})
+    name, call = recorder.calls[-1]
+    assert name == "launch_cluster" and call["cluster"] == "dev" and call["idle_minutes"] == 10
+    assert "secrets" not in call["task"] and info["cluster"] == "dev"
+
+
+def test_cli_dry_run_writes_validated_yaml(tmp_path, plan_file, run_cli):
+    out = tmp_path / "out" / "task.yaml"
+    code, stdout, err = run_cli("launch", str(plan_file), "--dry-run", "--out", str(out), "--json")
+    assert code == 0, err
+    assert yaml.safe_load(out.read_text())["resources"]["accelerators"] == "RTX4090:1"
+    assert '"task_yaml"' in stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["missing.yaml", "--dry-run"], "not found"),
+    (["{plan}", "--dry-run", "--gpu", "RTX9999"], "unknown GPU"),
+    (["{plan}", "--dry-run", "--margin", "3"], "--margin"),
+    (["{plan}", "--dry-run", "--checkpoint-dir", "ckpt"], "absolute path"),
+    (["{plan}", "--dry-run", "--secret", "HF TOKEN=x"], "NAME"),
+    (["{plan}", "--dry-run", "--provider", "tensordock", "--gpu", "RTX4090"], "tensordock"),
+])
+def test_cli_bad_input_is_one_line_exit_2(args, needle, tmp_path, plan_file, run_cli):
+    code, _out, err = run_cli("launch", *[a.format(plan=plan_file) for a in args], "--out", str(tmp_path / "t.yaml"))
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "t.yaml").exists()
+
+
+def test_override_prices_come_from_load_offers(plan_file):
+    from cheaptune.catalog.prices import load_offers
+    from cheaptune.launch.overrides import apply_overrides
+    from cheaptune.plan.planfile import load
+
+    o = next(x for x in load_offers() if x.provider == "runpod")
+    plan = apply_overrides(load(plan_file), gpu=o.gpu, gpu_count=o.gpu_count, provider="runpod", spot=o.spot)
+    assert plan.offer.gpu == o.gpu and plan.alternatives == []
+    cheapest = min(x.price_per_hour for x in load_offers()
+                   if (x.provider, x.gpu, x.gpu_count, x.spot) == ("runpod", o.gpu, o.gpu_count, o.spot))
+    assert plan.offer.price_per_hour == cheapest
+
+
+def test_translation_of_skypilot_errors():
+    import requests
+    from sky import exceptions
+
+    for exc in (exceptions.NoCloudAccessError("Cloud access is not set up. Run: sky check"),
+                exceptions.ResourcesUnavailableError("No launchable resource found for task"),
+                exceptions.ApiServerConnectionError("http://127.0.0.1:46580"),
+                requests.exceptions.ConnectionError("refused")):
+        ours = translate(exc)
+        assert isinstance(ours, BadInput) and ours.exit_code == 2
+        assert "sky check" in str(ours) and "\n" not in str(ours)
+    assert translate(ValueError("ours")) is None
+
+
+def test_real_skypilot_api_server_unreachable(monkeypatch):
+    # A remote endpoint that refuses: SkyPilot raises at once instead of starting a local server.
+    monkeypatch.setenv("SKYPILOT_API_SERVER_ENDPOINT", "http://127.0.0.1:9")
+    with pytest.raises(BadInput, match="sky check"):
+        SkyBackend().status(None)
+
+
+def test_real_launch_without_cloud_exits_2_with_one_line(plan_file, tmp_path):
+    """The real SkyPilot client, no API server, local auto-start disabled: bounded by a timeout."""
+    env = {**os.environ, "SKYPILOT_DISABLE_LOCAL_API_SERVER": "1", "CHEAPTUNE_HOME": str(tmp_path / "home"),
+           "HOME": str(tmp_path)}
+    env.pop("SKYPILOT_API_SERVER_ENDPOINT", None)
+    proc = subprocess.run([sys.executable, "-m", "cheaptune", "launch", str(plan_file)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert lines[-1].startswith("error:") and "sky check" in lines[-1] and "Traceback" not in proc.stderr

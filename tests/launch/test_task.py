@@ -1,0 +1,135 @@
+"""Task YAML for several plans, validated by SkyPilot's own sky.Task.from_yaml, and its content checked."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from cheaptune.errors import BadInput, Infeasible
+from cheaptune.launch import launcher
+from cheaptune.launch.names import all_clouds, sky_gpu
+from cheaptune.launch.options import LaunchOptions
+from cheaptune.launch.stage import stage
+from cheaptune.launch.task import select_offers
+
+from .conftest import make_plan, offer
+
+PLANS = {
+    "spot": make_plan(offer("aws", "A100-80GB", 4.1, spot=True, region="us-east-1")),
+    "on-demand": make_plan(offer("gcp", "L4", 0.7, region="us-central1")),
+    "community-runpod": make_plan(offer("runpod", "RTX4090", 0.69, kind="community")),
+    "community-vast": make_plan(offer("vast", "RTX3090", 0.25, spot=True, kind="community")),
+    "multi-gpu": make_plan(offer("lambda", "H100", 11.9, count=4), method="full", total=15.0, budget=None),
+    "alternatives": make_plan(
+        offer("aws", "A10G", 1.0, spot=True, total=5.0),
+        [offer("gcp", "L4", 0.7, spot=True, total=5.2), offer("azure", "A100", 3.7, total=5.4),
+         offer("lambda", "RTXA6000", 0.8, total=5.6), offer("runpod", "H100", 2.4, total=9.0)],
+    ),
+}
+
+
+def _entries(task: dict) -> list[dict]:
+    res = task["resources"]
+    return res.get("any_of", [res])
+
+
+@pytest.mark.parametrize("kind", sorted(PLANS))
+def test_task_yaml_validates_and_matches_plan(kind, tmp_path, recorder, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_sekrit_value")
+    plan = PLANS[kind]
+    prep = launcher.prepare(plan, LaunchOptions(checkpoint_dir="/mnt/ckpt"), recorder, tmp_path / "task.yaml")
+    text = prep.yaml_path.read_text()
+    task = yaml.safe_load(text)
+    assert recorder.calls[0][0] == "validate"
+    assert "hf_sekrit_value" not in text and task["secrets"] == {
+        "HF_TOKEN": None, "WANDB_API_KEY": None, "CHEAPTUNE_WEBHOOK_URL": None}
+    # the bucket is mounted exactly where train writes checkpoints, so a recovered job resumes
+    assert task["file_mounts"]["/mnt/ckpt"]["mode"] == "MOUNT_CACHED"
+    assert "--checkpoint-dir /mnt/ckpt" in task["run"] and "--resume auto" in task["run"]
+    assert task["resources"]["job_recovery"]["recover_on_exit_codes"] == [143]
+    chosen = prep.selection.offers
+    entries = _entries(task)
+    assert len(entries) == len(chosen)
+    for e, o in zip(entries, chosen, strict=True):
+        assert e["use_spot"] is o.spot
+        assert e["accelerators"].endswith(f":{o.gpu_count}")
+        assert e["infra"].split("/")[0] in all_clouds()
+    if plan.budget_usd is not None:
+        assert f"--budget {plan.budget_usd:g}" in task["run"]
+        assert task["resources"]["max_hourly_cost"] >= max(o.price_per_hour for o in chosen)
+    else:
+        assert "--budget" not in task["run"] and "max_hourly_cost" not in task["resources"]
+    assert ("torch.distributed.run" in task["run"]) is (max(o.gpu_count for o in chosen) > 1)
+    assert ("--spot-notice" in task["run"]) is any(o.spot for o in chosen)
+
+
+def test_alternatives_within_margin_become_any_of():
+    plan = PLANS["alternatives"]
+    sel = select_offers(plan, 0.10)
+    assert [o.provider for o in sel.offers] == ["aws", "gcp", "azure"]  # 5.0, 5.2, 5.4 within 10% of 5.0
+    assert any("lambda" in s for s in sel.skipped) and any("runpod" in s for s in sel.skipped)
+    assert [o.provider for o in select_offers(plan, 0.0).offers] == ["aws"]
+    assert len(select_offers(plan, 1.0).offers) == 5
+
+
+def test_unsupported_provider_skipped_or_rejected():
+    plan = make_plan(offer("aws", "L4", 0.8, total=5.0), [offer("tensordock", "L4", 0.5, total=4.9)])
+    assert [o.provider for o in select_offers(plan, 0.1).offers] == ["aws"]
+    with pytest.raises(BadInput, match="not a cloud SkyPilot"):
+        select_offers(make_plan(offer("tensordock", "L4", 0.5)), 0.1)
+
+
+def test_over_budget_plan_is_infeasible():
+    with pytest.raises(Infeasible, match="over its budget"):
+        select_offers(make_plan(offer("aws", "L4", 0.8), budget=2.0, total=5.0), 0.1)
+
+
+def test_cluster_mode_autodowns_and_terminates(tmp_path, recorder):
+    opts = LaunchOptions(mode="cluster", cluster="c1", idle_minutes=7)
+    prep = launcher.prepare(PLANS["on-demand"], opts, recorder, tmp_path / "t.yaml")
+    res = prep.task["resources"]
+    assert res["autostop"] == {"idle_minutes": 7, "down": True} and "job_recovery" not in res
+    assert yaml.safe_load((prep.staging_dir / "config.yaml").read_text())["on_finish"] == "terminate"
+    job = launcher.prepare(PLANS["on-demand"], LaunchOptions(), recorder, tmp_path / "j.yaml")
+    assert yaml.safe_load((job.staging_dir / "config.yaml").read_text())["on_finish"] == "nothing"
+
+
+def test_dataset_uploaded_and_plan_rewritten(tmp_path, recorder):
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"text": "a"}\n')
+    plan = make_plan(offer("runpod", "RTX4090", 0.69), dataset=str(data))
+    prep = launcher.prepare(plan, LaunchOptions(), recorder, tmp_path / "t.yaml")
+    assert prep.task["file_mounts"]["/cheaptune/data/rows.jsonl"] == str(data)
+    assert yaml.safe_load((prep.staging_dir / "plan.yaml").read_text())["dataset"] == "/cheaptune/data/rows.jsonl"
+
+
+def test_qlora_installs_bitsandbytes_extra(tmp_path, recorder):
+    prep = launcher.prepare(make_plan(offer("aws", "A10G", 1.0), method="qlora"), LaunchOptions(), recorder,
+                            tmp_path / "t.yaml")
+    assert "cheaptune[qlora]==" in prep.task["setup"] and "torch.cuda.is_available" in prep.task["setup"]
+
+
+def test_disk_grows_with_full_finetune_checkpoints():
+    from cheaptune.launch.stage import disk_size_gb
+
+    lora, full = make_plan(offer("aws", "L4", 1.0)), make_plan(offer("aws", "L4", 1.0), method="full")
+    s = stage(lora, LaunchOptions())
+    s.model_bytes = 14 * 10**9  # a 7B model in bf16
+    assert disk_size_gb(full, s) > disk_size_gb(lora, s) >= 60
+
+
+def test_skypilot_names():
+    from sky.skylet import constants
+
+    assert all_clouds() <= set(constants.ALL_CLOUDS)
+    assert sky_gpu("RTXA6000", "lambda") == "A6000" and sky_gpu("RTX A6000", "vast") == "RTXA6000"
+    assert sky_gpu("H100", "cudo") == "H100-SXM" and sky_gpu("h100 nvl", "vast") == "H100"
+
+
+def test_skypilot_rejects_broken_yaml(tmp_path):
+    from cheaptune.launch.backend import SkyBackend
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("resources:\n  use_spot: maybe\nrun: echo\n")
+    with pytest.raises(BadInput, match="SkyPilot rejects"):
+        SkyBackend().validate(bad)
