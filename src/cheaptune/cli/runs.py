@@ -1,0 +1,110 @@
+"""`cheaptune runs`, `cheaptune report RUN`, `cheaptune compare RUN...`: what runs cost against what they got."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+_STATUS_HELP = "Only runs with this status (running, finished, failed, budget-stopped, preempted, killed)."
+
+
+def _money(x) -> str:
+    return "-" if x is None else f"${x:.2f}"
+
+
+def _num(x, fmt: str = "{:.4g}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def runs_cmd(
+    status: str = typer.Option(None, "--status", help=_STATUS_HELP),
+    model: str = typer.Option(None, "--model", help="Only runs whose model contains this text."),
+    limit: int = typer.Option(20, "--limit", min=1, help="At most this many runs, newest first."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """List recorded runs (a run killed without finishing shows as killed)."""
+    from cheaptune.cli.output import console, emit_json
+    from cheaptune.errors import BadInput
+    from cheaptune.runs.registry import Registry
+    from cheaptune.runs.schema import STATUSES
+
+    if status and status not in (*STATUSES, "lost"):
+        raise BadInput(f"--status must be one of {', '.join(STATUSES)} (got {status!r})")
+    rows = Registry().list_runs(status=status, model=model, limit=limit)
+    if json_out:
+        emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table("id", "name", "status", "model", "method", "gpu", "steps", "$ actual", "$ predicted", "eval loss")
+    for r in rows:
+        table.add_row(r["id"], r["name"] or "-", r["status"], r["model"] or "-", r["method"] or "-", r["gpu"] or "-",
+                      _num(r["steps"], "{}"), _money(r["cost_actual_usd"]), _money(r["cost_predicted_usd"]),
+                      _num(r["eval_loss"]))
+    console().print(table if rows else "no runs recorded yet")
+
+
+def report_cmd(
+    run: str = typer.Argument(..., help="Run id, unique id prefix, or name."),
+    out: Path = typer.Option(None, "--out", help="Folder for the PNG plots (default: reports/RUN in cheaptune's home)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Summarize one run (cost actual against predicted, loss, alerts) and write PNG plots."""
+    from cheaptune.cli.output import console, emit_json
+    from cheaptune.runs.registry import Registry
+    from cheaptune.runs.report import summarize, write_plots
+    from cheaptune.util.paths import home
+
+    record = Registry().get_run(run)
+    summary = summarize(record)
+    summary["plots"] = [str(p) for p in write_plots(record, out or home() / "reports" / record["id"])]
+    if json_out:
+        emit_json(summary)
+        return
+    c = console()
+    c.print(f"[bold]run {summary['id']}[/] {summary['name'] or ''}  status: {summary['status']}")
+    c.print(f"{summary['model'] or '-'} / {summary['method'] or '-'} on {summary['gpu'] or '-'} "
+            f"({summary['provider'] or '-'}, {_money(summary['price_per_hour'])}/h)")
+    ratio = f" ({summary['cost_ratio']:.0%} of predicted)" if summary["cost_ratio"] else ""
+    c.print(f"cost: {_money(summary['cost_actual_usd'])} actual, {_money(summary['cost_predicted_usd'])} predicted"
+            f"{ratio}, budget {_money(summary['budget_usd'])}; {summary['segments']} segment(s)")
+    c.print(f"steps {_num(summary['steps'], '{}')}, train loss {_num(summary['train_loss'])}, "
+            f"eval loss {_num(summary['eval_loss'])}")
+    for e in summary["alerts"]:
+        c.print(f"  {e['kind']}: {(e['detail'] or {}).get('message', e['detail'])}")
+    for p in summary["plots"]:
+        c.print(f"plot: {p}")
+
+
+def compare_cmd(
+    runs: list[str] = typer.Argument(..., help="Two or more run ids, prefixes or names."),
+    plot: Path = typer.Option(None, "--plot", help="Write a cost-against-eval-loss scatter PNG here."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Compare runs: cost against eval loss, cheapest first; marks runs no other run beats on both."""
+    from cheaptune.cli.output import console, emit_json
+    from cheaptune.runs.compare import compare_rows, plot_compare
+    from cheaptune.runs.registry import Registry
+
+    reg = Registry()
+    rows = compare_rows([reg.get_run(r) for r in runs])
+    written = plot_compare(rows, plot) if plot else None
+    if json_out:
+        emit_json({"runs": rows, "plot": str(written) if written else None})
+        return
+    from rich.table import Table
+
+    table = Table("id", "name", "method", "gpu", "$ actual", "$ predicted", "eval loss", "best trade-off")
+    for r in rows:
+        table.add_row(r["id"], r["name"] or "-", r["method"] or "-", r["gpu"] or "-", _money(r["cost_usd"]),
+                      _money(r["cost_predicted_usd"]), _num(r["eval_loss"]), "yes" if r["pareto"] else "")
+    console().print(table)
+    if written:
+        console().print(f"plot: {written}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("runs")(runs_cmd)
+    app.command("report")(report_cmd)
+    app.command("compare")(compare_cmd)

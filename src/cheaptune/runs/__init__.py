@@ -1,0 +1,1 @@
+"""Runs: the registry (SQLite), the cost meter, guard rails inside training, alerts, shutdown, reports."""

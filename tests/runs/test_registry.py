@@ -1,0 +1,79 @@
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from cheaptune.errors import BadInput
+from cheaptune.runs.registry import Registry
+
+
+def _writer(path, n):
+    reg = Registry(path)
+    for i in range(n):
+        run = reg.start_run(name=f"p{os.getpid()}-{i}", model="tiny")
+        for step in range(5):
+            run.update(steps=step)
+            run.record_point(step, loss=1.0 / (step + 1))
+        run.add_segment_cost(0.5)
+        run.event("alert", {"i": i})
+        run.finish("finished", eval_loss=1.0)
+
+
+def test_concurrent_writers_threads_and_processes(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    Registry(path)
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(path), 4)) for _ in range(2)]
+    threads = [threading.Thread(target=_writer, args=(path, 4)) for _ in range(3)]
+    for w in procs + threads:
+        w.start()
+    for w in threads + procs:
+        w.join(60)
+    assert all(p.exitcode == 0 for p in procs)
+    runs = Registry(path).list_runs()
+    assert len(runs) == 20 and {r["status"] for r in runs} == {"finished"}
+    assert all(r["cost_actual_usd"] == 0.5 and r["steps"] == 4 for r in runs)
+    assert len(Registry(path).get_run(runs[0]["id"])["series"]) == 5
+
+
+def test_sigkilled_run_reads_as_killed(run_cli):
+    code = (
+        "import os, signal; from cheaptune.runs.registry import Registry\n"
+        "r = Registry().start_run(name='doomed', model='tiny'); r.update(steps=3)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=os.environ.copy(), timeout=60)
+    assert proc.returncode == -9
+    rc, out, _ = run_cli("runs", "--json")
+    assert rc == 0
+    (run,) = json.loads(out)
+    assert run["name"] == "doomed" and run["status"] == "killed" and run["steps"] == 3
+    assert any(e["kind"] == "killed" for e in Registry().get_run(run["id"])["events"])
+
+
+def test_live_run_stays_running_and_resume_adds_segment():
+    reg = Registry()
+    run = reg.start_run(name="live", config={"lr": 1e-4, "webhook_headers": {"Authorization": "x"}})
+    assert reg.list_runs()[0]["status"] == "running"
+    run.add_segment_cost(2.0)
+    run.finish("preempted")
+    again = reg.resume_run("live")
+    again.add_segment_cost(1.0)
+    again.finish("finished")
+    rec = reg.get_run(run.id[:10])
+    assert rec["status"] == "finished" and rec["cost_actual_usd"] == pytest.approx(3.0)
+    assert [e["kind"] for e in rec["events"]] == ["start", "finish", "resume", "finish"]
+    assert rec["config"]["webhook_headers"] == "***" and len(rec["config_hash"]) == 12
+
+
+def test_unknown_run_and_bad_fields():
+    reg = Registry()
+    reg.start_run(name="a")
+    with pytest.raises(BadInput, match="no run 'nope'"):
+        reg.get_run("nope")
+    with pytest.raises(ValueError, match="unknown run field"):
+        reg.start_run(stepz=1)
