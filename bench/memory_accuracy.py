@@ -1,0 +1,112 @@
+"""Predicted vs measured peak VRAM on the public rows of bench/data/vram_measured_public.csv.
+
+Each row is compared on its own metric (allocated, reserved or nvidia-smi). Beside our estimator, two
+popular formulas: weights-only (accelerate estimate-memory's "training with Adam": max stage, all
+params trainable) and gpu_poor's fixed-overhead formula (research/vram_estimators.md 2.1, 2.2).
+Run: .venv/bin/python bench/memory_accuracy.py   -> bench/results/memory_accuracy.json
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import statistics
+import time
+from pathlib import Path
+
+from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+
+HERE = Path(__file__).parent
+UNITS = {"GB": 1e9, "GiB": 2**30, "MiB": 2**20, "MB": 1e6}
+METRIC = {"max_allocated": "peak_allocated_bytes", "torch_peak": "peak_allocated_bytes",
+          "peak_active": "peak_allocated_bytes", "max_reserved": "peak_reserved_bytes",
+          "nvml": "device_total_bytes"}
+WHY = {
+    "litgpt": "litgpt's own model code: LoRA dropout 0.05 (input copies), fused qkv split + RoPE concat copies, "
+              "chunked CE; we predict HF+peft with dropout 0, so we expect to be LOW on activations",
+    "torchtune": "torchtune: torch.compile and fused/chunked kernels, optimizer-in-backward on some rows; "
+                 "we predict eager HF, so we expect to be HIGH",
+    "hf-peft": "PEFT MetaMathQA: peak reserved includes eval/generation and unpacked length-bucketed batches "
+               "(padding to the longest sample); we expect to be LOW when eval dominates",
+}
+
+
+def _targets(spec: str) -> str:
+    names = {"qv": "qv", "o": "o_proj", "mlp": "mlp", "all-linear": "all-linear", "k": "k_proj", "v": "v_proj",
+             "down": "down_proj"}
+    return ",".join(names.get(p, p) for p in spec.split("+")) if spec else "all-linear"
+
+
+def accelerate_formula(params: float, precision: str) -> float:
+    return params * (16 if precision == "fp32" else 8)
+
+
+def gpu_poor_formula(cfg: dict, row: dict) -> float:
+    h, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+    i, a = cfg.get("intermediate_size", 4 * h), cfg["num_attention_heads"]
+    s, b = int(row["seq_len"]), int(row["micro_batch"])
+    params = 2 * V * h + 4 * h * h * L + 3 * i * h * L
+    weights = params * (0.5 if row["method"] == "qlora" else 2)
+    attn = s * h * 8 * 2 + s * s * a * 8
+    act = (attn + 2 * h * s * 2 + 6 * i * s * 2 + 8 * s + 6 * s * h * 2) * L * b
+    act *= 0.15 if row["grad_ckpt"] == "yes" else 1
+    train = 3 * params * 2 if row["method"] == "full" else L * 8 * h * 2 * 4 * 3 * 2
+    return weights + act + train + 650e6
+
+
+def main() -> None:
+    from cheaptune.catalog.models import resolve_model
+
+    rows, skipped = [], []
+    for row in csv.DictReader((HERE / "data" / "vram_measured_public.csv").open()):
+        if row["num_gpus"] != "1" or not row["seq_len"].isdigit() or row["metric"] not in METRIC:
+            skipped.append({"id": row["id"], "why": "multi-GPU, unknown length or metric"})
+            continue
+        try:
+            spec = resolve_model(row["model"])
+        except Exception as err:  # noqa: BLE001 - report and go on
+            skipped.append({"id": row["id"], "why": f"model not resolvable offline: {err}"[:120]})
+            continue
+        method = row["method"]
+        req = EstimateRequest(
+            model=row["model"], method=method, lora_r=int(row["lora_r"] or 16),
+            lora_targets=_targets(row["lora_targets"]) if method in ("lora", "qlora", "dora") else "all-linear",
+            micro_batch=int(row["micro_batch"]), seq_len=int(row["seq_len"]), precision=row["precision"],
+            quant=row["quant"] or None, grad_ckpt=row["grad_ckpt"] == "yes",
+            optimizer="adamw", attn="sdpa" if row["attn"] == "flash" else row["attn"],
+        )
+        t = time.time()
+        est = estimate_memory(req)
+        measured = float(row["value"]) * UNITS[row["unit"]]
+        pred = getattr(est, METRIC[row["metric"]])
+        err = pred / measured - 1
+        out = {"id": row["id"], "model": row["model"], "method": method, "metric": row["metric"],
+               "measured_gib": measured / 2**30, "predicted_gib": pred / 2**30, "error": err,
+               "accelerate_error": accelerate_formula(spec.params, row["precision"]) / measured - 1,
+               "gpu_poor_error": gpu_poor_formula(spec.config, row) / measured - 1,
+               "framework": row["framework"], "source": row["source"], "seconds": time.time() - t}
+        rows.append(out)
+        print(f"{out['id']:>4} {row['model'][:32]:32} {method:13} {row['metric']:13} measured {out['measured_gib']:7.2f} "
+              f"predicted {out['predicted_gib']:7.2f} GiB  ours {err:+6.1%}  accelerate {out['accelerate_error']:+6.1%}"
+              f"  gpu_poor {out['gpu_poor_error']:+6.1%}", flush=True)
+
+    def summary(key: str) -> dict:
+        errs = [r[key] for r in rows]
+        return {"median_abs_error": statistics.median(abs(e) for e in errs), "worst_under": min(errs)}
+
+    result = {"date": datetime.date.today().isoformat(), "rows": rows, "skipped": skipped,
+              "ours": summary("error"), "accelerate": summary("accelerate_error"),
+              "gpu_poor": summary("gpu_poor_error"), "why_implementations_differ": WHY}
+    for name in ("ours", "accelerate", "gpu_poor"):
+        s = result[name]
+        print(f"{name:10} median |error| {s['median_abs_error']:.1%}  worst under-prediction {s['worst_under']:+.1%}")
+    for fw, why in WHY.items():
+        print(f"{fw}: {why}")
+    from cheaptune.util import atomic
+
+    atomic.write_text(HERE / "results" / "memory_accuracy.json", json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

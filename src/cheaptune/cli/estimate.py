@@ -1,0 +1,80 @@
+"""`cheaptune estimate`: peak training VRAM for a model, method and batch, and which GPUs it fits."""
+
+from __future__ import annotations
+
+import typer
+
+GIB = 2**30
+
+
+def _render(est, gpus, headroom: float) -> None:
+    from rich.table import Table
+
+    from cheaptune.cli.output import console
+
+    out = console()
+    parts = Table(title=f"{est.inputs['model']} {est.inputs['method']}: peak memory ({est.basis})")
+    parts.add_column("part")
+    parts.add_column("GiB", justify="right")
+    for name, n in sorted(est.breakdown.items(), key=lambda kv: -kv[1]):
+        parts.add_row(name.replace("_", " "), f"{n / GIB:.2f}")
+    parts.add_row("peak allocated", f"{est.peak_allocated_bytes / GIB:.2f}", style="bold")
+    parts.add_row("peak reserved", f"{est.peak_reserved_bytes / GIB:.2f}")
+    parts.add_row("device total (nvidia-smi)", f"{est.device_total_bytes / GIB:.2f}", style="bold")
+    out.print(parts)
+    phases = ", ".join(f"{k} {v / GIB:.2f}" for k, v in est.phase_peaks.items())
+    out.print(f"phase peaks (GiB): {phases}; params {est.total_params:,}, trainable {est.trainable_params:,}")
+    verdict = Table(title=f"GPUs (keeping {headroom:.0%} headroom)")
+    for col in ("GPU", "GiB", "fits", "free GiB"):
+        verdict.add_column(col)
+    for g in gpus:
+        free = g.memory_bytes * (1 - headroom) - est.device_total_bytes
+        verdict.add_row(g.name, f"{g.memory_gib:g}", "yes" if free >= 0 else "no", f"{free / GIB:.1f}",
+                        style=None if free >= 0 else "dim")
+    out.print(verdict)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("estimate")
+    def estimate(
+        model: str = typer.Option(..., "--model", help="Catalog name, hub id, config.json or local model folder."),
+        method: str = typer.Option(..., "--method", help="full, lora, qlora, dora, ia3, prompt_tuning, prefix_tuning."),
+        lora_r: int = typer.Option(16, "--lora-r", help="LoRA rank."),
+        lora_alpha: int = typer.Option(32, "--lora-alpha", help="LoRA alpha."),
+        lora_targets: str = typer.Option("all-linear", "--lora-targets",
+                                         help="Presets qv, attention, mlp, all-linear (+ lm_head) or module names."),
+        micro_batch: int = typer.Option(..., "--micro-batch", help="Sequences per GPU per step."),
+        seq_len: int = typer.Option(..., "--seq-len", help="Tokens per sequence (packed)."),
+        precision: str = typer.Option(None, "--precision", help="bf16-true, bf16-mixed, fp16-mixed, fp32 (default per method)."),
+        quant: str = typer.Option(None, "--quant", help="nf4, nf4-dq (qlora default), int8."),
+        grad_ckpt: bool = typer.Option(False, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
+        optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adamw-8bit, paged-adamw-8bit, sgd, adafactor."),
+        attn: str = typer.Option("sdpa", "--attn", help="sdpa, flash, eager."),
+        gpus: int = typer.Option(1, "--gpus", help="Number of GPUs (only 1 for now)."),
+        sharding: str = typer.Option(None, "--sharding", help="ddp, fsdp, zero2, zero3 (not yet supported)."),
+        allow_long_context: bool = typer.Option(False, "--allow-long-context",
+                                                help="Allow --seq-len beyond the model's context length."),
+        full_sim: bool = typer.Option(False, "--full-sim", help="Simulate every block instead of extrapolating."),
+        headroom: float = typer.Option(0.10, "--headroom", help="Fraction of GPU memory kept free in the verdict."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    ) -> None:
+        """Predict peak GPU memory of a training step by simulating it on fake tensors."""
+        from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+
+        req = EstimateRequest(
+            model=model, method=method, lora_r=lora_r, lora_alpha=lora_alpha, lora_targets=lora_targets,
+            micro_batch=micro_batch, seq_len=seq_len, precision=precision, quant=quant, grad_ckpt=grad_ckpt,
+            optimizer=optimizer, attn=attn, gpus=gpus, sharding=sharding,
+            allow_long_context=allow_long_context, full_sim=full_sim,
+        )
+        est = estimate_memory(req)
+        if as_json:
+            import dataclasses
+
+            from cheaptune.cli.output import emit_json
+
+            emit_json(dataclasses.asdict(est))
+            return
+        from cheaptune.catalog.gpus import list_gpus
+
+        _render(est, sorted(list_gpus(), key=lambda g: g.memory_bytes), headroom)

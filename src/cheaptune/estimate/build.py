@@ -1,0 +1,181 @@
+"""Build the model as our trainer would, on meta, then swap its tensors for fake CPU tensors.
+
+Order matters (research/memory_simulation.md): everything that changes module structure or dtypes
+(peft, bitsandbytes replacement, gradient checkpointing) happens on meta, because Module._apply and
+peft cannot handle FakeTensor parameters; only then are parameters swapped, keeping ties.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+from cheaptune.estimate.policy import Policy
+
+LAYER_LIST_KEYS = ("layer_types", "mlp_only_layers")
+
+
+def set_layer_count(cfg, n: int) -> None:
+    """Shrink a config to its first `n` blocks, keeping per-layer lists consistent."""
+    cfg.num_hidden_layers = n
+    for key in LAYER_LIST_KEYS:
+        val = getattr(cfg, key, None)
+        if isinstance(val, (list, tuple)) and len(val) > n:
+            setattr(cfg, key, list(val)[:n])
+
+
+def instantiate_on_meta(cfg, dtype: torch.dtype = torch.bfloat16, attn: str = "sdpa"):
+    """The real HF causal-LM class for `cfg`, parameters on meta in `dtype`."""
+    from transformers import AutoModelForCausalLM
+
+    # flash-attention does not run on CPU; SDPA's CPU flash kernel saves what CUDA flash saves
+    cfg._attn_implementation = "eager" if attn == "eager" else "sdpa"
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device("meta"):
+            try:
+                return AutoModelForCausalLM.from_config(cfg)
+            except ValueError as err:  # architectures without SDPA (e.g. gemma2 soft-capping) train with eager
+                if "scaled_dot_product_attention" not in str(err):
+                    raise
+                cfg._attn_implementation = "eager"
+                return AutoModelForCausalLM.from_config(cfg)
+    finally:
+        torch.set_default_dtype(old)
+
+
+@dataclass
+class Built:
+    model: torch.nn.Module
+    quantized: bool
+
+
+def _peft_config(req, policy: Policy, model):
+    import peft
+
+    from cheaptune.estimate.targets import resolve_targets
+
+    method = req.method
+    if method in ("lora", "qlora", "dora"):
+        targets = resolve_targets(model, req.lora_targets)
+        return peft.LoraConfig(
+            r=req.lora_r, lora_alpha=req.lora_alpha, lora_dropout=policy.lora_dropout,
+            target_modules=targets, use_dora=method == "dora", task_type="CAUSAL_LM",
+        )
+    if method == "ia3":
+        return peft.IA3Config(task_type="CAUSAL_LM")
+    if method == "prompt_tuning":
+        return peft.PromptTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=policy.virtual_tokens)
+    if method == "prefix_tuning":
+        return peft.PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=policy.virtual_tokens)
+    raise ValueError(method)
+
+
+def _replace_with_nf4(model, req) -> None:
+    from transformers import BitsAndBytesConfig
+    from transformers.integrations.bitsandbytes import replace_with_bnb_linear
+
+    qcfg = BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=req.quant == "nf4-dq",
+        bnb_4bit_compute_dtype=torch.bfloat16,
+    )
+    head = model.get_output_embeddings()
+    skip = [n for n, m in model.named_modules() if m is head] or ["lm_head"]
+    replace_with_bnb_linear(model, modules_to_not_convert=skip, quantization_config=qcfg)
+    model.is_loaded_in_4bit = True
+
+
+def build_on_meta(req, policy: Policy, cfg) -> Built:
+    """Model with the method applied, still on meta; trainable flags as the trainer sets them."""
+    model = instantiate_on_meta(cfg, policy.base_dtype, req.attn)
+    quantized = req.method == "qlora"
+    if quantized:
+        _replace_with_nf4(model, req)
+    if req.method != "full":
+        import peft
+
+        with torch.device("meta"):
+            model = peft.get_peft_model(model, _peft_config(req, policy, model),
+                                        autocast_adapter_dtype=policy.adapter_dtype == torch.float32)
+        for name, p in model.named_parameters():
+            if p.requires_grad and p.dtype != policy.adapter_dtype and "lora_magnitude_vector" not in name:
+                p.data = p.data.to(policy.adapter_dtype)  # trl casts QLoRA adapters to bf16
+    if req.grad_ckpt:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if req.method != "full":
+            model.enable_input_require_grads()
+    return Built(model, quantized)
+
+
+def _quantize_fake(mod, p, req):
+    """Pitfall B of the note: Params4bit cannot wrap a FakeTensor, so attach bnb's attributes by hand."""
+    import bitsandbytes.functional as bF
+
+    w = torch.empty(p.shape, dtype=torch.bfloat16)
+    dq = req.quant == "nf4-dq"
+    w4, qs = bF.quantize_4bit(w, blocksize=64, compress_statistics=dq, quant_type="nf4", quant_storage=torch.uint8)
+    newp = torch.nn.Parameter(w4, requires_grad=False)
+    newp.blocksize, newp.compress_statistics, newp.quant_type, newp.quant_storage = 64, dq, "nf4", torch.uint8
+    newp.quant_state, newp.bnb_quantized, newp.module = qs, True, mod
+    mod.quant_state = qs
+    return newp
+
+
+def meta_to_fake(model, fake_mode, req, quantized: bool) -> None:
+    """Swap every meta parameter/buffer for an uninitialised fake CPU tensor in place, keeping ties."""
+    linear4 = None
+    if quantized:
+        import bitsandbytes as bnb
+        import bitsandbytes.functional as bF
+
+        linear4 = bnb.nn.Linear4bit
+        if not isinstance(bF.name2qmap.get("dynamic"), torch.Tensor) or bF.name2qmap["dynamic"].is_meta:
+            bF.name2qmap["dynamic"] = fake_mode.from_tensor(bF.create_dynamic_map())  # pitfall A
+    memo: dict[int, torch.Tensor] = {}
+    with fake_mode:
+        for mod in model.modules():
+            for n, p in list(mod._parameters.items()):
+                if p is None:
+                    continue
+                if id(p) not in memo:
+                    if linear4 is not None and isinstance(mod, linear4) and n == "weight":
+                        memo[id(p)] = _quantize_fake(mod, p, req)
+                    else:
+                        memo[id(p)] = torch.nn.Parameter(torch.empty(p.shape, dtype=p.dtype),
+                                                         requires_grad=p.requires_grad)
+                mod._parameters[n] = memo[id(p)]
+            for n, b in list(mod._buffers.items()):
+                if b is not None:
+                    if id(b) not in memo:
+                        memo[id(b)] = torch.empty(b.shape, dtype=b.dtype)
+                    mod._buffers[n] = memo[id(b)]
+    _fix_peft_prompt_tokens(model)
+
+
+def _fix_peft_prompt_tokens(model) -> None:
+    """peft keeps prompt-token index tensors outside parameters/buffers; make them ordinary CPU tensors."""
+    tokens = getattr(model, "prompt_tokens", None)
+    if isinstance(tokens, dict):
+        for k, t in tokens.items():
+            if t.is_meta:
+                tokens[k] = torch.arange(t.numel(), dtype=t.dtype)
+
+
+@contextlib.contextmanager
+def quiet():
+    """Silence warnings HF and peft print for meta/fake models (not the user's business)."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            yield
+        finally:
+            hf_logging.set_verbosity(level)

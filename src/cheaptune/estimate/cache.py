@@ -1,0 +1,46 @@
+"""On-disk cache of estimates keyed by a hash of the inputs, the model config and library versions.
+
+Reading it needs only the stdlib, so a warm `estimate_memory` never imports torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import metadata
+
+from cheaptune.util import atomic
+from cheaptune.util.paths import cache_dir
+
+LIBS = ("torch", "transformers", "peft", "bitsandbytes")
+SCHEMA = 1
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for lib in LIBS:
+        try:
+            out[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            out[lib] = "absent"
+    return out
+
+
+def key(inputs: dict, config: dict) -> str:
+    from cheaptune.estimate import overheads
+
+    blob = json.dumps({"schema": SCHEMA, "inputs": inputs, "config": config, "libs": _versions(),
+                       "overheads": overheads.constants()}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def load(k: str) -> dict | None:
+    path = cache_dir("estimate") / f"{k}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def store(k: str, value: dict) -> None:
+    atomic.write_text(cache_dir("estimate") / f"{k}.json", json.dumps(value))

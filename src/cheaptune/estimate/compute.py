@@ -1,0 +1,75 @@
+"""The cold path: simulate (or, failing that, the analytic fallback) and add CUDA-side overheads."""
+
+from __future__ import annotations
+
+import logging
+
+from cheaptune.errors import BadInput
+from cheaptune.estimate import overheads
+
+log = logging.getLogger(__name__)
+
+
+def hf_config(cfg: dict):
+    """A transformers config for a config.json dict; None when it needs custom (remote) code."""
+    from transformers import AutoConfig
+
+    raw = dict(cfg)
+    model_type = raw.pop("model_type", None)
+    if not model_type:
+        return None
+    try:
+        return AutoConfig.for_model(model_type, **raw)
+    except (ValueError, KeyError):
+        return None  # unknown to transformers: custom code
+
+
+def _simulated(req, cfg: dict):
+    hf = hf_config(cfg)
+    if hf is None:
+        return None, "model type needs custom code"
+    from cheaptune.estimate.extrapolate import simulate_extrapolated
+    from cheaptune.estimate.simulate import simulate
+
+    try:
+        if req.full_sim:
+            return (simulate(req, hf), {"layers_simulated": [hf.num_hidden_layers], "extrapolated": False}), ""
+        return simulate_extrapolated(req, hf), ""
+    except BadInput:
+        raise
+    except Exception as err:  # noqa: BLE001 - any failure under fake tensors falls back to the formula
+        log.warning("simulation failed (%s: %s); using the analytic estimate", type(err).__name__, err)
+        return None, f"{type(err).__name__}: {err}"[:200]
+
+
+def compute(req, cfg: dict, inputs: dict, version: str):
+    from cheaptune.estimate.memory import MemoryEstimate
+
+    sim, why = (None, "int8 is not simulated") if req.quant == "int8" else _simulated(req, cfg)
+    if sim is not None:
+        res, how = sim
+        phase_peaks, breakdown = dict(res.phase_peaks), dict(res.breakdown)
+        trainable, total, max_lin, basis = res.trainable_params, res.total_params, res.max_linear_elems, "simulated"
+        details = dict(how)
+    else:
+        from cheaptune.estimate.analytic import analytic_estimate
+
+        a = analytic_estimate(req, cfg)
+        phase_peaks, breakdown = a["phase_peaks"], a["breakdown"]
+        trainable, total, basis = a["trainable_params"], a["total_params"], "analytic"
+        max_lin = int(cfg.get("hidden_size", 0)) * int(cfg.get("intermediate_size", 0))
+        details = {"why_analytic": why}
+    ws = overheads.workspaces(req, cfg, max_lin)
+    peaks = {ph: phase_peaks[ph] + ws[ph] for ph in phase_peaks}
+    peak_phase = max(peaks, key=peaks.get)
+    breakdown["kernel_workspaces"] = ws[peak_phase]
+    allocated = max(peaks.values())
+    reserved, device_total = overheads.reserved_and_total(allocated)
+    breakdown["allocator_slack"] = reserved - allocated
+    breakdown["cuda_context"] = device_total - reserved
+    details["peak_phase"] = peak_phase
+    return MemoryEstimate(
+        peak_allocated_bytes=allocated, peak_reserved_bytes=reserved, device_total_bytes=device_total,
+        breakdown=breakdown, phase_peaks=peaks, trainable_params=trainable, total_params=total,
+        basis=basis, inputs=inputs, version=version, details=details,
+    )

@@ -1,0 +1,185 @@
+"""Public API: peak training VRAM for one (model, method, batch, ...) request, and the micro-batch that fits.
+
+The number comes from simulating two real training steps of the model's Hugging Face class on fake
+tensors (cold path, imports torch), plus the CUDA-side overheads of data/overheads.yaml; results are
+cached on disk, and a warm call reads JSON only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cheaptune.errors import BadInput
+from cheaptune.estimate import cache
+from cheaptune.estimate.policy import (
+    ATTNS,
+    DEFAULT_PRECISION,
+    DEFAULT_QUANT,
+    METHODS,
+    OPTIMIZERS,
+    PRECISIONS,
+    QUANTS,
+)
+
+__all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
+           "fit_micro_batch"]
+ESTIMATOR_VERSION = "1"
+PEFT_METHODS = ("lora", "qlora", "dora")
+
+
+@dataclass(frozen=True)
+class EstimateRequest:
+    """One training configuration. `model`: catalog name, hub id, config.json path, local dir or config dict."""
+
+    model: Any
+    method: str
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_targets: str = "all-linear"
+    micro_batch: int = 1
+    seq_len: int = 2048
+    precision: str | None = None  # None: DEFAULT_PRECISION[method]
+    quant: str | None = None  # None: nf4-dq for qlora
+    grad_ckpt: bool = False
+    optimizer: str = "adamw"
+    attn: str = "sdpa"
+    gpus: int = 1
+    sharding: str | None = None
+    allow_long_context: bool = False
+    full_sim: bool = False  # simulate every block instead of extrapolating from 1-2 periods
+
+
+@dataclass
+class MemoryEstimate:
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int
+    device_total_bytes: int
+    breakdown: dict[str, int]
+    phase_peaks: dict[str, int]
+    trainable_params: int
+    total_params: int
+    basis: str  # "simulated" | "analytic"
+    inputs: dict[str, Any]
+    version: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FitResult:
+    micro_batch: int
+    grad_ckpt: bool
+    estimate: MemoryEstimate
+
+
+def _model_config(model) -> tuple[dict, str]:
+    """(config.json dict, label) without importing torch."""
+    if isinstance(model, dict):
+        return dict(model), model.get("_name_or_path") or model.get("model_type", "config")
+    if hasattr(model, "to_dict"):
+        return model.to_dict(), getattr(model, "_name_or_path", "") or model.model_type
+    name = str(model)
+    try:
+        from cheaptune.catalog.models import resolve_model
+    except ImportError:
+        resolve_model = None
+    if resolve_model is not None:
+        spec = resolve_model(name)
+        return dict(spec.config), spec.id
+    path = Path(name).expanduser()
+    path = path / "config.json" if path.is_dir() else path
+    if path.is_file():
+        try:
+            return json.loads(path.read_text()), name
+        except ValueError as err:
+            raise BadInput(f"{path} is not valid JSON ({err}); pass a model's config.json") from None
+    raise BadInput(f"unknown model {name!r}; pass a hub id from the catalog, a config.json or a model folder")
+
+
+def _context_length(cfg: dict) -> int | None:
+    for k in ("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length"):
+        if isinstance(cfg.get(k), int):
+            return cfg[k]
+    return None
+
+
+def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
+    """Fill defaults and reject impossible requests, one line each."""
+    def choice(val, allowed, flag):
+        if val not in allowed:
+            raise BadInput(f"{flag} {val!r} is not one of {', '.join(allowed)}")
+
+    choice(req.method, METHODS, "--method")
+    precision = req.precision or DEFAULT_PRECISION[req.method]
+    choice(precision, PRECISIONS, "--precision")
+    choice(req.optimizer, OPTIMIZERS, "--optimizer")
+    choice(req.attn, ATTNS, "--attn")
+    quant = req.quant or DEFAULT_QUANT.get(req.method)
+    if quant is not None:
+        choice(quant, QUANTS, "--quant")
+        if req.method != "qlora":
+            raise BadInput(f"--quant {quant} needs --method qlora (it quantizes the frozen base weights)")
+    if req.gpus != 1 or req.sharding:
+        raise BadInput("--gpus/--sharding: multi-GPU estimates are not supported yet; estimate one GPU (--gpus 1)")
+    if req.micro_batch < 1 or req.seq_len < 1:
+        raise BadInput(f"--micro-batch and --seq-len must be >= 1 (got {req.micro_batch}, {req.seq_len})")
+    if req.method in PEFT_METHODS and (req.lora_r < 1 or req.lora_alpha <= 0):
+        raise BadInput(f"--lora-r must be >= 1 and --lora-alpha > 0 (got {req.lora_r}, {req.lora_alpha})")
+    ctx = _context_length(cfg)
+    if ctx and req.seq_len > ctx and not req.allow_long_context:
+        raise BadInput(f"--seq-len {req.seq_len} is beyond the model's context of {ctx} tokens; "
+                       "lower it or pass --allow-long-context")
+    return dataclasses.replace(req, precision=precision, quant=quant)
+
+
+def _inputs(req: EstimateRequest, label: str) -> dict:
+    d = dataclasses.asdict(req)
+    d["model"] = label
+    return d
+
+
+def estimate_memory(req: EstimateRequest) -> MemoryEstimate:
+    """Peak VRAM of one training step (step 2, steady state) on one GPU; cached on disk."""
+    cfg, label = _model_config(req.model)
+    req = normalize(req, cfg)
+    inputs = _inputs(req, label)
+    k = cache.key(inputs, cfg)
+    hit = cache.load(k)
+    if hit is not None:
+        return MemoryEstimate(**hit)
+    from cheaptune.estimate.compute import compute  # cold path: imports torch
+
+    est = compute(req, cfg, inputs, ESTIMATOR_VERSION)
+    cache.store(k, dataclasses.asdict(est))
+    return est
+
+
+def fit_micro_batch(req: EstimateRequest, gpu_memory_bytes: int, headroom: float = 0.10,
+                    max_micro_batch: int = 64) -> FitResult | None:
+    """Largest micro-batch whose device total fits in gpu_memory*(1-headroom); None if even 1 does not.
+
+    Tries without gradient checkpointing first (it costs ~1/3 more compute), then with it. At fixed
+    seq_len memory is affine in the micro-batch (activations and logits scale with b, weights do not),
+    so two estimates (b=1, b=2) predict the largest fit; that candidate is confirmed with one more
+    estimate and stepped down only if the affine guess was optimistic.
+    """
+    budget = gpu_memory_bytes * (1 - headroom)
+    for gc in (False, True):
+        def total(b: int, gc=gc) -> MemoryEstimate:
+            return estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc))
+
+        e1 = total(1)
+        if e1.device_total_bytes > budget:
+            continue
+        e2 = total(2) if max_micro_batch >= 2 else e1
+        slope = max(e2.device_total_bytes - e1.device_total_bytes, 1)
+        b = int(min(max_micro_batch, 1 + (budget - e1.device_total_bytes) // slope))
+        est = total(b) if b > 2 else (e2 if b == 2 else e1)
+        while b > 1 and est.device_total_bytes > budget:
+            b -= 1
+            est = total(b)
+        return FitResult(b, gc, est)
+    return None

@@ -1,0 +1,100 @@
+"""Public API: validation, cache without torch, fit_micro_batch, analytic fallback, LoRA targets."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cheaptune.errors import BadInput
+from cheaptune.estimate.memory import EstimateRequest, estimate_memory, fit_micro_batch
+from cheaptune.estimate.policy import DEFAULT_PRECISION, METHODS
+
+
+def _req(cfg, **kw):
+    return EstimateRequest(model=cfg.to_dict(), **{"method": "lora", "micro_batch": 2, "seq_len": 64, **kw})
+
+
+@pytest.mark.parametrize("kw, word", [
+    (dict(micro_batch=0), "--micro-batch"), (dict(seq_len=100_000), "--allow-long-context"),
+    (dict(lora_r=0), "--lora-r"), (dict(gpus=2), "--gpus"), (dict(method="magic"), "--method"),
+    (dict(quant="nf4"), "--method qlora"),
+])
+def test_bad_input_is_one_line(tiny_cfg, kw, word):
+    with pytest.raises(BadInput) as exc:
+        estimate_memory(_req(tiny_cfg, **kw))
+    assert word in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_every_method_has_a_default_precision_and_estimates(tiny_cfg):
+    assert set(DEFAULT_PRECISION) == set(METHODS)
+    peaks = {m: estimate_memory(_req(tiny_cfg, method=m)).peak_allocated_bytes for m in METHODS}
+    assert all(e.basis == "simulated" for e in [estimate_memory(_req(tiny_cfg, method="ia3"))])
+    assert peaks["full"] > peaks["lora"] > peaks["qlora"]
+
+
+def test_warm_call_reads_cache_without_torch(tiny_cfg, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHEAPTUNE_HOME", str(tmp_path))
+    cold = estimate_memory(_req(tiny_cfg))
+    script = (
+        "import json,sys; from cheaptune.estimate.memory import EstimateRequest, estimate_memory\n"
+        f"e = estimate_memory(EstimateRequest(model=json.loads({json.dumps(json.dumps(tiny_cfg.to_dict()))}),"
+        " method='lora', micro_batch=2, seq_len=64))\n"
+        "print(json.dumps([e.peak_allocated_bytes, 'torch' in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "CHEAPTUNE_HOME": str(tmp_path)})
+    peak, torch_loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert peak == cold.peak_allocated_bytes and torch_loaded is False
+
+
+def test_overheads_order_and_json_shape(tiny_cfg):
+    e = estimate_memory(_req(tiny_cfg))
+    assert e.peak_allocated_bytes < e.peak_reserved_bytes < e.device_total_bytes
+    assert set(e.phase_peaks) == {"forward", "backward", "optimizer"}
+    assert e.peak_allocated_bytes == max(e.phase_peaks.values())
+    assert sum(e.breakdown.values()) >= e.device_total_bytes * 0.99
+    assert json.loads(json.dumps(dataclasses.asdict(e)))["inputs"]["precision"] == "bf16-mixed"
+
+
+def test_activations_affine_and_fit_micro_batch(tiny_cfg):
+    totals = [estimate_memory(_req(tiny_cfg, micro_batch=b)).device_total_bytes for b in (1, 2, 3, 4)]
+    # affine in micro-batch (up to the 512-byte allocator rounding)
+    assert totals[3] - totals[2] == pytest.approx(totals[2] - totals[1], rel=0.01)
+    assert totals[1] > totals[0]
+    gpu = totals[0] + 6 * (totals[1] - totals[0])
+    fit = fit_micro_batch(_req(tiny_cfg), gpu, headroom=0.0)
+    assert fit is not None and not fit.grad_ckpt
+    assert fit.estimate.device_total_bytes <= gpu
+    over = estimate_memory(_req(tiny_cfg, micro_batch=fit.micro_batch + 1))
+    assert over.device_total_bytes > gpu
+    bigger = fit_micro_batch(_req(tiny_cfg), gpu * 2, headroom=0.0)
+    assert bigger.micro_batch >= fit.micro_batch  # monotonic in memory
+    assert fit_micro_batch(_req(tiny_cfg), 1000) is None
+
+
+def test_custom_model_falls_back_to_analytic_erring_high(tiny_cfg):
+    cfg = tiny_cfg.to_dict() | {"model_type": "my_custom_arch", "auto_map": {"AutoModelForCausalLM": "x.Y"}}
+    analytic = estimate_memory(EstimateRequest(model=cfg, method="full", micro_batch=2, seq_len=64))
+    simulated = estimate_memory(EstimateRequest(model=tiny_cfg.to_dict(), method="full", micro_batch=2, seq_len=64))
+    assert analytic.basis == "analytic" and simulated.basis == "simulated"
+    assert analytic.peak_allocated_bytes >= simulated.peak_allocated_bytes
+
+
+def test_lora_target_presets_follow_the_architecture(tiny_cfg):
+    from transformers import FalconConfig, Phi3Config
+
+    from cheaptune.estimate.targets import resolve_targets
+
+    assert resolve_targets(tiny_cfg, "qv") == ["q_proj", "v_proj"]
+    assert resolve_targets(tiny_cfg, "mlp,lm_head") == ["down_proj", "gate_proj", "lm_head", "up_proj"]
+    phi3 = Phi3Config(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_hidden_layers=1,
+                      vocab_size=128, pad_token_id=0)
+    assert resolve_targets(phi3, "qv") == ["qkv_proj"]
+    falcon = FalconConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=1, vocab_size=128)
+    assert "query_key_value" in resolve_targets(falcon, "attention")
+    with pytest.raises(BadInput, match="valid: .*q_proj"):
+        resolve_targets(tiny_cfg, "qproj")
