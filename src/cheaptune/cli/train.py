@@ -1,0 +1,77 @@
+"""`cheaptune train`: fine-tune from a YAML config (Axolotl keys), a plan file and flags (flags win)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)
+
+
+def train(
+    config: Path = typer.Argument(None, help="Training config YAML (Axolotl-style keys; HF names as aliases)."),
+    plan: Path = typer.Option(None, "--plan", help="Plan file from `cheaptune plan --save`: method, batch, price."),
+    model: str = typer.Option(None, "--model", help="Base model: local folder or hub id."),
+    data: list[str] = typer.Option(None, "--data", help="Dataset file or folder (repeatable); replaces the config's."),
+    data_format: str = typer.Option(None, "--format", help="Dataset format: auto, messages, sharegpt, alpaca, ..."),
+    method: str = typer.Option(None, "--method", help="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning"),
+    lora_r: int = typer.Option(None, "--lora-r", help="LoRA rank."),
+    lora_targets: str = typer.Option(None, "--lora-targets", help="qv | attention | mlp | all-linear, +lm_head"),
+    output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where the adapter and summary go."),
+    checkpoint_dir: str = typer.Option(None, "--checkpoint-dir", help="Checkpoints folder (e.g. a mounted bucket)."),
+    resume: str = typer.Option(None, "--resume", help="auto (default) | never | path to checkpoint-N."),
+    max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
+    epochs: float = typer.Option(None, "--epochs", help="Number of epochs."),
+    micro_batch: int = typer.Option(None, "--micro-batch", help="Per-device micro-batch size."),
+    grad_accum: int = typer.Option(None, "--grad-accum", help="Gradient accumulation steps."),
+    seq_len: int = typer.Option(None, "--seq-len", help="Sequence length (tokens)."),
+    learning_rate: float = typer.Option(None, "--lr", help="Learning rate."),
+    save_steps: int = typer.Option(None, "--save-steps", help="Checkpoint every N steps."),
+    save_minutes: float = typer.Option(None, "--save-minutes", help="Checkpoint every N minutes of wall clock."),
+    save_total_limit: int = typer.Option(None, "--keep", help="Keep the last K checkpoints (and the best)."),
+    val_set_size: float = typer.Option(None, "--val-set-size", help="Validation fraction (<1) or rows (>=1)."),
+    eval_steps: int = typer.Option(None, "--eval-steps", help="Evaluate every N steps."),
+    seed: int = typer.Option(None, "--seed", help="Random seed."),
+    merge: bool = typer.Option(None, "--merge/--no-merge", help="Also write merged weights (safetensors)."),
+    skip_bad_rows: bool = typer.Option(None, "--skip-bad-rows", help="Skip and count bad dataset rows."),
+    budget_usd: float = typer.Option(None, "--budget", help="Stop (resumably) at this many USD."),
+    price_per_hour: float = typer.Option(None, "--price-per-hour", help="Instance price for the cost meter."),
+    max_hours: float = typer.Option(None, "--max-hours", help="Stop (resumably) after this many hours."),
+    spot_notice: str = typer.Option(None, "--spot-notice", help="Poll spot notices: none | aws | gcp | azure."),
+    device: str = typer.Option(None, "--device", help="auto | cpu | cuda."),
+    as_json: bool = typer.Option(False, "--json", help="Print the training summary as JSON."),
+) -> None:
+    """Fine-tune a model; checkpoints are atomic and a rerun resumes exactly where it stopped.
+
+    Exit codes: 0 done, 2 bad input, 10 budget or time cap, 143 preempted (run again to resume).
+    """
+    from cheaptune.train.config import build
+    from cheaptune.train.run import train as run_train
+
+    overrides = {
+        "base_model": model, "method": method, "lora_r": lora_r, "lora_targets": lora_targets,
+        "output_dir": output_dir, "checkpoint_dir": checkpoint_dir, "resume": resume, "max_steps": max_steps,
+        "num_epochs": epochs, "micro_batch_size": micro_batch, "gradient_accumulation_steps": grad_accum,
+        "sequence_len": seq_len, "learning_rate": learning_rate, "save_steps": save_steps,
+        "save_minutes": save_minutes, "save_total_limit": save_total_limit, "val_set_size": val_set_size,
+        "eval_steps": eval_steps, "seed": seed, "merge": merge, "skip_bad_rows": skip_bad_rows,
+        "budget_usd": budget_usd, "price_per_hour": price_per_hour, "max_hours": max_hours,
+        "spot_notice": spot_notice, "device": device,
+    }
+    if data:
+        overrides["datasets"] = [{"path": p, "type": data_format or "auto"} for p in data]
+    cfg = build(config, plan, overrides)
+    if data_format and not data:
+        cfg = cfg.model_copy(update={"datasets": [d.model_copy(update={"type": data_format}) for d in cfg.datasets]})
+    result = run_train(cfg)
+    if as_json:
+        from cheaptune.cli.output import emit_json
+
+        emit_json(result.summary)
+    else:
+        s = result.summary
+        typer.echo(f"done: {s['steps']} steps, {s['tokens']} tokens, final loss {s['final_train_loss']}; "
+                   f"adapter and summary in {result.output_dir}")

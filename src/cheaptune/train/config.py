@@ -1,0 +1,199 @@
+"""The training config: one YAML file, Axolotl's common keys, HF TrainingArguments names as aliases.
+
+Validated in one place (pydantic) so a typo fails before any model loads, with a did-you-mean line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cheaptune.errors import BadInput
+from cheaptune.util.names import did_you_mean
+
+METHODS = ("full", "lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning")
+Method = Literal["full", "lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning"]
+
+
+def _alias(*names: str) -> Any:
+    return Field(validation_alias=AliasChoices(*names))
+
+
+class DatasetSpec(BaseModel):
+    """One dataset entry (Axolotl's `datasets: [{path, type}]`); `type` is the row format or `auto`."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    type: str = "auto"
+
+
+class TrainConfig(BaseModel):
+    """Everything `cheaptune train` needs; field names follow Axolotl, aliases follow HF."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    base_model: str | None = Field(None, validation_alias=AliasChoices("base_model", "model_name_or_path", "model"))
+    method: Method | None = Field(None, description="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning")
+    adapter: Literal["lora", "qlora"] | None = Field(None, description="Axolotl spelling of the method")
+    load_in_4bit: bool = False
+    lora_r: int = Field(16, ge=1)
+    lora_alpha: int = Field(32, ge=1)
+    lora_dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    lora_target_modules: list[str] | str | None = None
+    lora_target_linear: bool | None = None
+    lora_targets: str = Field("all-linear", description="preset: qv | attention | mlp | all-linear, +lm_head")
+    num_virtual_tokens: int = Field(16, ge=1, description="prompt/prefix tuning length")
+    datasets: list[DatasetSpec] = Field(default_factory=list)
+    val_set_size: float = Field(0.0, ge=0.0, description="fraction (<1) or row count (>=1) held out")
+    sequence_len: int = Field(2048, ge=8, validation_alias=AliasChoices("sequence_len", "max_length", "max_seq_length"))
+    sample_packing: bool = Field(True, validation_alias=AliasChoices("sample_packing", "packing"))
+    micro_batch_size: int = Field(1, ge=1, validation_alias=AliasChoices("micro_batch_size", "per_device_train_batch_size"))
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    num_epochs: float = Field(1.0, gt=0, validation_alias=AliasChoices("num_epochs", "num_train_epochs"))
+    max_steps: int = Field(-1, ge=-1)
+    learning_rate: float = Field(2e-4, gt=0)
+    lr_scheduler: str = Field("cosine", validation_alias=AliasChoices("lr_scheduler", "lr_scheduler_type"))
+    warmup_steps: int = Field(0, ge=0)
+    optimizer: str = Field("adamw_torch", validation_alias=AliasChoices("optimizer", "optim"))
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    bf16: bool | None = None
+    fp16: bool | None = None
+    gradient_checkpointing: bool = False
+    output_dir: str = "./outputs"
+    checkpoint_dir: str | None = Field(None, description="checkpoints folder (default: output_dir)")
+    save_steps: int | None = Field(None, ge=1)
+    save_minutes: float | None = Field(None, gt=0, description="also save every N minutes of wall clock")
+    save_total_limit: int = Field(3, ge=1, description="keep the last K checkpoints (and the best)")
+    eval_steps: int | None = Field(None, ge=1)
+    logging_steps: int = Field(1, ge=1)
+    seed: int = 42
+    resume: str = Field("auto", description="auto | never | path to a checkpoint-N folder")
+    merge: bool = False
+    sample_prompts: list[str] = Field(default_factory=list)
+    sample_max_new_tokens: int = Field(32, ge=1)
+    skip_bad_rows: bool = False
+    dataset_num_proc: int | None = Field(None, ge=1)
+    dataloader_num_workers: int = Field(0, ge=0)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    # guard rails (cheaptune.runs.guard.GuardSettings)
+    price_per_hour: float | None = Field(None, ge=0)
+    gpu_count: int = Field(1, ge=1)
+    billing_unit_s: int = Field(1, ge=1)
+    min_billed_s: int = Field(0, ge=0)
+    budget_usd: float | None = Field(None, gt=0)
+    max_hours: float | None = Field(None, gt=0)
+    alert_thresholds: list[float] = Field(default_factory=lambda: [0.5, 0.8, 1.0])
+    webhook_url: str | None = None
+    alert_command: list[str] | None = None
+    on_finish: str = "nothing"
+    shutdown_command: list[str] | None = None
+    dry_run_shutdown: bool = False
+    idle_minutes: float | None = Field(None, gt=0)
+    idle_stop: bool = False
+    predicted_cost_usd: float | None = None
+    predicted_peak_bytes: int | None = None
+    # spot notices
+    spot_notice: Literal["none", "aws", "gcp", "azure"] = "none"
+    spot_notice_url: str | None = None
+    spot_poll_seconds: float = Field(5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _resolve_method(self) -> TrainConfig:
+        """Axolotl spells the method as adapter/load_in_4bit; our `method` wins when both are given."""
+        if self.method is None:
+            if self.adapter == "qlora" or (self.adapter == "lora" and self.load_in_4bit):
+                self.method = "qlora"
+            else:
+                self.method = "lora"
+        if self.lora_target_linear and not self.lora_target_modules:
+            self.lora_targets = "all-linear"
+        return self
+
+    @property
+    def checkpoint_root(self) -> Path:
+        return Path(self.checkpoint_dir or self.output_dir)
+
+    def guard_fields(self) -> dict[str, Any]:
+        """The fields GuardSettings takes, by their GuardSettings names."""
+        keys = ("price_per_hour", "gpu_count", "billing_unit_s", "min_billed_s", "budget_usd", "max_hours",
+                "webhook_url", "alert_command", "on_finish", "shutdown_command", "dry_run_shutdown",
+                "idle_minutes", "idle_stop", "predicted_cost_usd", "predicted_peak_bytes")
+        out = {k: getattr(self, k) for k in keys}
+        out["alert_thresholds"] = tuple(self.alert_thresholds)
+        return out
+
+
+def known_keys() -> set[str]:
+    """Every accepted key: field names and their aliases."""
+    keys: set[str] = set()
+    for name, field in TrainConfig.model_fields.items():
+        keys.add(name)
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            keys.update(str(a) for a in alias.choices)
+    return keys
+
+
+def _canonical(raw: dict[str, Any]) -> dict[str, Any]:
+    """Map aliases to field names so later overrides (plan, CLI) replace rather than clash."""
+    lookup: dict[str, str] = {}
+    for name, field in TrainConfig.model_fields.items():
+        lookup[name] = name
+        if isinstance(field.validation_alias, AliasChoices):
+            lookup.update({str(a): name for a in field.validation_alias.choices})
+    return {lookup[k]: v for k, v in raw.items()}
+
+
+def check_keys(raw: dict[str, Any], where: str) -> None:
+    known = known_keys()
+    for key in raw:
+        if key not in known:
+            raise BadInput(f"{where}: unknown key '{key}'{did_you_mean(str(key), known)}")
+
+
+def validate(raw: dict[str, Any], where: str = "config") -> TrainConfig:
+    """Validate a mapping; the first problem becomes one BadInput line naming the field."""
+    check_keys(raw, where)
+    try:
+        return TrainConfig.model_validate(_canonical(raw))
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(x) for x in first["loc"]) or "config"
+        raise BadInput(f"{where}: {field}: {first['msg']} (got {first.get('input')!r})") from None
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"config file {p} not found; pass the path of a YAML training config") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise BadInput(f"config file {p}{line} is not valid YAML; fix the syntax there") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise BadInput(f"config file {p} must be a YAML mapping of keys to values")
+    return raw
+
+
+def build(path: str | Path | None, plan_path: str | Path | None = None,
+          overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """File, then the plan, then CLI flags (later wins); validated once at the end."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        file_raw = read_yaml(path)
+        check_keys(file_raw, f"config file {path}")
+        raw = _canonical(file_raw)
+    if plan_path is not None:
+        from cheaptune.train.planmerge import from_plan
+
+        raw.update(from_plan(plan_path, raw))
+    raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return validate(raw, f"config file {path}" if path else "config")

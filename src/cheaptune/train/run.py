@@ -1,0 +1,154 @@
+"""`cheaptune train` as a library call: validate -> load -> resume -> train -> outputs, top to bottom."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cheaptune.errors import BadInput, BudgetStop, Preempted
+from cheaptune.train import checkpoints as ck
+from cheaptune.train import guardrails, outputs
+from cheaptune.train import resume as rs
+from cheaptune.train.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    output_dir: Path
+    summary: dict[str, Any]
+    resumed_from: Path | None
+
+
+def _check(cfg: TrainConfig) -> None:
+    if not cfg.base_model:
+        raise BadInput("no base model: set base_model in the config or pass --model")
+    if not cfg.datasets:
+        raise BadInput("no dataset: set datasets: [{path: ...}] in the config or pass --data")
+    outputs.check_merge(cfg)
+
+
+def load_data(cfg: TrainConfig) -> tuple[Any, Any, str]:
+    """(train, eval or None, format); several files must share one format."""
+    from datasets import concatenate_datasets
+
+    from cheaptune.data import load_dataset_rows, validation_split
+
+    loaded = [load_dataset_rows(d.path, d.type, skip_bad_rows=cfg.skip_bad_rows) for d in cfg.datasets]
+    fmts = {x.fmt for x in loaded}
+    if len({tuple(x.dataset.column_names) for x in loaded}) > 1:
+        raise BadInput(f"datasets have different formats ({', '.join(sorted(fmts))}); train on one format at a time")
+    for d, x in zip(cfg.datasets, loaded, strict=True):
+        if x.n_bad:
+            print(f"skipped {x.n_bad} bad rows in {d.path}", flush=True)
+    ds = loaded[0].dataset if len(loaded) == 1 else concatenate_datasets([x.dataset for x in loaded])
+    train, evals = validation_split(ds, cfg.val_set_size, cfg.seed)
+    return train, evals, "messages" if "messages" in ds.column_names else loaded[0].fmt
+
+
+def _spot_poller(cfg: TrainConfig, flag: Any):
+    if cfg.spot_notice == "none":
+        return None
+    from cheaptune.train.pollers import make_poller
+
+    return make_poller(cfg.spot_notice, on_notice=lambda why: flag.set(why), url=cfg.spot_notice_url,
+                       interval_s=cfg.spot_poll_seconds).start()
+
+
+def train(cfg: TrainConfig) -> TrainResult:
+    """Train to the end (exit 0), or stop resumably: Preempted (143) or BudgetStop (10) after a checkpoint."""
+    _check(cfg)
+    from transformers import AutoTokenizer, set_seed
+
+    from cheaptune.train.callbacks import ProgressCallback, TimedSaveCallback
+    from cheaptune.train.methods import build_model, resolve_precision
+    from cheaptune.train.preemption import PreemptionCallback, PreemptionFlag
+    from cheaptune.train.trainer import build_trainer
+
+    prec = resolve_precision(cfg)
+    out_dir, root = Path(cfg.output_dir), cfg.checkpoint_root
+    out_dir.mkdir(parents=True, exist_ok=True)
+    root.mkdir(parents=True, exist_ok=True)
+    ck.clear_staging(root)
+    resume_from = rs.choose(cfg.resume, root)
+    if resume_from is not None:
+        print(f"resuming from {resume_from}", flush=True)
+
+    train_ds, eval_ds, fmt = load_data(cfg)
+    set_seed(cfg.seed)
+    tokenizer = AutoTokenizer.from_pretrained(cfg.base_model)
+    model = build_model(cfg, prec)
+    before = outputs.generate_samples(model, tokenizer, cfg.sample_prompts, cfg.sample_max_new_tokens) \
+        if resume_from is None else []
+
+    run = guardrails.open_run(cfg, resuming=resume_from is not None)
+    flag = PreemptionFlag()
+    preempt = PreemptionCallback(flag)
+    callbacks: list[Any] = [preempt, ProgressCallback(out_dir / "train_log.jsonl"),
+                            guardrails.RegistryCallback(run)]
+    if cfg.save_minutes:
+        callbacks.append(TimedSaveCallback(cfg.save_minutes))
+    from cheaptune.runs.guard import GuardCallback, attach
+
+    guard = GuardCallback(guardrails.guard_settings(cfg), run)
+    trainer = build_trainer(cfg, prec, model, tokenizer, train_ds, eval_ds, fmt, callbacks)
+    attach(trainer, guard)
+    flag.install()
+    poller = _spot_poller(cfg, flag)
+    start = time.monotonic()
+    tokens0 = 0
+    try:
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    except BaseException:
+        run.finish("failed", steps=trainer.state.global_step)
+        guardrails.finish_hook(cfg, "failed")
+        raise
+    finally:
+        flag.uninstall()
+        if poller is not None:
+            poller.stop()
+    seconds = time.monotonic() - start
+    if resume_from is not None:
+        tokens0 = _tokens_at(resume_from)
+
+    if preempt.stopped_at is not None:
+        took = trainer.last_save_seconds or 0.0
+        run.event("preempted", {"reason": flag.reason, "step": preempt.stopped_at, "save_s": took})
+        run.finish("preempted", steps=trainer.state.global_step)
+        raise Preempted(f"{flag.reason}: saved {trainer.last_checkpoint} in {took:.2f} s; "
+                        "run the same command again to resume")
+    if guard.stop_reason:
+        run.finish("budget-stopped", stop_reason=guard.stop_reason, steps=trainer.state.global_step)
+        guardrails.finish_hook(cfg, "budget-stopped")
+        raise BudgetStop(f"step {trainer.state.global_step}: {guard.stop_message}")
+
+    final_eval = trainer.evaluate()["eval_loss"] if eval_ds is not None else None
+    trainer.save_model(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+    after = outputs.generate_samples(trainer.model, tokenizer, cfg.sample_prompts, cfg.sample_max_new_tokens)
+    extra: dict[str, Any] = {"resumed_from": str(resume_from) if resume_from else None}
+    if cfg.sample_prompts:
+        extra["samples"] = {"before": before, "after": after}
+    if cfg.merge:
+        extra["merged_dir"] = str(outputs.merge(cfg, out_dir, tokenizer))
+    tokens_segment = int(trainer.state.num_input_tokens_seen or 0) - tokens0
+    summary = outputs.write_summary(cfg, trainer.state, seconds=seconds, tokens_segment=tokens_segment,
+                                    final_eval_loss=final_eval, precision=prec.name, extra=extra)
+    run.finish("finished", steps=trainer.state.global_step, tokens=summary["tokens"],
+               tokens_per_s=summary["tokens_per_s"], train_loss=summary["final_train_loss"],
+               eval_loss=final_eval, elapsed_s=seconds)
+    guardrails.finish_hook(cfg, "finished")
+    return TrainResult(out_dir, summary, resume_from)
+
+
+def _tokens_at(ckpt: Path) -> int:
+    import json
+
+    try:
+        return int(json.loads((ckpt / "trainer_state.json").read_text()).get("num_input_tokens_seen") or 0)
+    except (OSError, ValueError):
+        return 0

@@ -1,0 +1,149 @@
+"""trl's SFTTrainer with atomic checkpoints, plus the SFTConfig built from our config.
+
+The training loop, packing, chat templates and completion-only loss are trl's and transformers';
+we only change where a checkpoint is written (a staging folder, then one rename).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback
+from trl import SFTConfig, SFTTrainer
+
+from cheaptune.train import checkpoints as ck
+from cheaptune.train.config import TrainConfig
+from cheaptune.train.methods import Precision
+
+# Test hooks for the kill tests. SAVE: "STEP:abort" SIGKILLs this process inside the save of
+# checkpoint STEP, after the files are in staging and before the rename; "STEP:sleep" pauses there 60 s.
+# KILL: "STEP" SIGKILLs the process at the end of optimizer step STEP.
+SAVE_HOOK_ENV = "CHEAPTUNE_TEST_SAVE_HOOK"
+KILL_HOOK_ENV = "CHEAPTUNE_TEST_KILL_AT_STEP"
+
+
+class AtomicSFTTrainer(SFTTrainer):
+    """SFTTrainer whose checkpoints appear all at once, verified, under `checkpoint_root`."""
+
+    def __init__(self, *args: Any, checkpoint_root: Path, keep_last: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.checkpoint_root = Path(checkpoint_root)
+        self.keep_last = keep_last
+        self.last_save_seconds: float | None = None
+        self.last_checkpoint: Path | None = None
+        self._staging = False
+        self.remove_callback(PrinterCallback)  # cheaptune.train.callbacks.ProgressCallback prints instead
+        if os.environ.get(KILL_HOOK_ENV, "").isdigit():
+            self.add_callback(_KillAtStep(int(os.environ[KILL_HOOK_ENV])))
+
+    def _get_output_dir(self, trial: Any) -> str:
+        if self._staging:
+            return str(ck.staging_dir(self.checkpoint_root))
+        return super()._get_output_dir(trial)
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        start = time.monotonic()
+        root = self.checkpoint_root
+        ck.clear_staging(root)
+        self._staging = True
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._staging = False
+        staged = ck.staging_dir(root) / f"checkpoint-{self.state.global_step}"
+        _save_hook(self.state.global_step)
+        self.last_checkpoint = ck.publish(staged, root)
+        ck.clear_staging(root)
+        ck.apply_retention(root, ck.Retention(self.keep_last))
+        self.last_save_seconds = time.monotonic() - start
+
+
+def _save_hook(step: int) -> None:
+    spec = os.environ.get(SAVE_HOOK_ENV, "")
+    if not spec:
+        return
+    at, _, action = spec.partition(":")
+    if at.isdigit() and int(at) == step:
+        if action == "abort":
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(60)
+
+
+class _KillAtStep(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def sft_config(cfg: TrainConfig, prec: Precision, fmt: str, has_eval: bool) -> SFTConfig:
+    """SFTConfig from our config; precision and device are always explicit (trl defaults to bf16).
+
+    Packing is trl's BFD packing, which runs padding-free (position ids restart per example). That is
+    correct with sdpa and eager too, not only flash-attention: transformers finds the packed sequences
+    from the position ids and builds a block-diagonal mask, so examples never attend to each other.
+    """
+    # Prompt and prefix tuning prepend virtual tokens, which padding-free packed position ids do not
+    # account for, so they train unpacked.
+    packing = cfg.sample_packing and cfg.method not in ("prompt_tuning", "prefix_tuning")
+    eval_on = has_eval and cfg.eval_steps is not None
+    workers = cfg.dataloader_num_workers
+    return SFTConfig(
+        output_dir=cfg.output_dir,
+        per_device_train_batch_size=cfg.micro_batch_size,
+        per_device_eval_batch_size=cfg.micro_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        num_train_epochs=cfg.num_epochs,
+        max_steps=cfg.max_steps,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler,
+        warmup_steps=cfg.warmup_steps,
+        optim=cfg.optimizer,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
+        bf16=prec.bf16,
+        fp16=prec.fp16,
+        use_cpu=prec.device == "cpu",
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        save_strategy="steps" if cfg.save_steps else "no",
+        save_steps=cfg.save_steps or 500,
+        save_total_limit=None,  # retention is ours (ck.apply_retention), across checkpoint_root
+        eval_strategy="steps" if eval_on else "no",
+        eval_steps=cfg.eval_steps,
+        logging_steps=cfg.logging_steps,
+        report_to="none",
+        disable_tqdm=True,  # cheaptune.train.progress prints step, loss, tokens/s and ETA
+        include_num_input_tokens_seen="all",
+        max_length=cfg.sequence_len,
+        packing=packing,
+        assistant_only_loss=fmt == "messages",
+        dataset_num_proc=cfg.dataset_num_proc,
+        dataloader_num_workers=workers,
+        dataloader_pin_memory=prec.device == "cuda",
+        dataloader_prefetch_factor=2 if workers > 0 else None,
+        dataloader_persistent_workers=workers > 0,
+    )
+
+
+def build_trainer(cfg: TrainConfig, prec: Precision, model: Any, tokenizer: Any, train_ds: Any,
+                  eval_ds: Any, fmt: str, callbacks: list[Any]) -> AtomicSFTTrainer:
+    args = sft_config(cfg, prec, fmt, eval_ds is not None)
+    return AtomicSFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=train_ds,
+        eval_dataset=eval_ds,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        checkpoint_root=cfg.checkpoint_root,
+        keep_last=cfg.save_total_limit,
+    )

@@ -1,0 +1,44 @@
+"""Fixtures for the training tests: tiny datasets, a subprocess runner for the kill tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+STEPS = 16  # each run: 16 optimizer steps of 2 micro-batches at seq 64 (crosses epoch boundaries)
+
+
+def chat_rows(n: int) -> list[dict]:
+    return [{"messages": [{"role": "user", "content": f"What is {i} plus {i}?"},
+                          {"role": "assistant", "content": f"The answer is {2 * i}."}]} for i in range(n)]
+
+
+@pytest.fixture(scope="session")
+def chat_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "chat.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in chat_rows(24)) + "\n")
+    return path
+
+
+def train_args(model: Path, data: Path, out: Path, *extra: str) -> list[str]:
+    """The CLI arguments every resume test shares (so runs are comparable step for step)."""
+    return ["train", "--model", str(model), "--data", str(data), "-o", str(out), "--max-steps", str(STEPS),
+            "--save-steps", "2", "--seq-len", "64", "--micro-batch", "1", "--grad-accum", "2",
+            "--device", "cpu", *extra]
+
+
+def start(args: list[str], log: Path, **env: str) -> subprocess.Popen:
+    """`python -m cheaptune ...` in a subprocess, output to a file (a pipe could fill up and block)."""
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", **env}
+    with open(log, "ab") as f:
+        return subprocess.Popen([sys.executable, "-m", "cheaptune", *args], stdout=f, stderr=subprocess.STDOUT,
+                                env=full_env)
+
+
+def summary(out: Path) -> dict:
+    return json.loads((out / "training_summary.json").read_text())

@@ -1,0 +1,55 @@
+"""Checkpoint manifests, verification, publishing and retention (no training needed)."""
+
+from __future__ import annotations
+
+import json
+
+from cheaptune.train import checkpoints as ck
+
+
+def _fake(root, step, eval_loss=None):
+    staged = ck.staging_dir(root) / f"checkpoint-{step}"
+    staged.mkdir(parents=True)
+    (staged / "adapter_model.safetensors").write_bytes(bytes([step]) * 100)
+    history = [{"step": step, "loss": 1.0}] + ([{"step": step, "eval_loss": eval_loss}] if eval_loss else [])
+    (staged / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    return ck.publish(staged, root)
+
+
+def test_publish_verify_and_detect_corruption(tmp_path):
+    c = _fake(tmp_path, 3)
+    assert c == tmp_path / "checkpoint-3" and ck.verify(c) is None
+    (c / "adapter_model.safetensors").write_bytes(b"x" * 100)  # same size, other bytes
+    assert "checksum" in ck.verify(c)
+    (c / "adapter_model.safetensors").write_bytes(bytes([3]) * 100)
+    assert ck.verify(c) is None
+    (c / "trainer_state.json").unlink()
+    assert "missing" in ck.verify(c)
+
+
+def test_newest_valid_skips_corrupt_and_unmanifested(tmp_path):
+    _fake(tmp_path, 2)
+    _fake(tmp_path, 4)
+    (tmp_path / "checkpoint-4" / ck.MANIFEST).write_text("{")  # torn manifest
+    (tmp_path / "checkpoint-6").mkdir()  # a folder some other tool left, no manifest
+    warnings = []
+    assert ck.newest_valid(tmp_path, warn=warnings.append) == tmp_path / "checkpoint-2"
+    assert len(warnings) == 2 and "checkpoint-6" in warnings[0]
+
+
+def test_republish_same_step_replaces(tmp_path):
+    _fake(tmp_path, 5)
+    staged = ck.staging_dir(tmp_path) / "checkpoint-5"
+    staged.mkdir(parents=True)
+    (staged / "x.bin").write_bytes(b"new")
+    ck.publish(staged, tmp_path)
+    assert sorted(p.name for p in (tmp_path / "checkpoint-5").iterdir()) == [ck.MANIFEST, "x.bin"]
+
+
+def test_retention_keeps_last_k_and_best(tmp_path):
+    for step, loss in [(1, 2.0), (2, 0.5), (3, 1.5), (4, 1.8), (5, None)]:
+        _fake(tmp_path, step, loss)
+    deleted = ck.apply_retention(tmp_path, ck.Retention(keep_last=2))
+    assert sorted(ck.step_of(p) for p in ck.list_checkpoints(tmp_path)) == [2, 4, 5]
+    assert sorted(ck.step_of(p) for p in deleted) == [1, 3]
+    assert not list(tmp_path.glob(".*deleting"))

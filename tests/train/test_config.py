@@ -1,0 +1,89 @@
+"""Config: Axolotl keys, HF aliases, did-you-mean, one-line errors (exit 2), CLI and plan overrides."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from cheaptune.errors import BadInput
+from cheaptune.train.config import build, validate
+
+
+def _write(tmp_path, data) -> str:
+    p = tmp_path / "train.yaml"
+    p.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return str(p)
+
+
+def test_axolotl_keys_and_hf_aliases(tmp_path):
+    cfg = build(_write(tmp_path, {
+        "base_model": "m", "adapter": "qlora", "lora_r": 8, "lora_target_linear": True,
+        "datasets": [{"path": "d.jsonl", "type": "alpaca"}], "per_device_train_batch_size": 4,
+        "num_train_epochs": 2, "lr_scheduler_type": "linear", "optim": "adamw_torch", "max_seq_length": 128,
+    }))
+    assert cfg.method == "qlora" and cfg.lora_r == 8 and cfg.lora_targets == "all-linear"
+    assert (cfg.micro_batch_size, cfg.num_epochs, cfg.lr_scheduler, cfg.sequence_len) == (4, 2, "linear", 128)
+    assert cfg.datasets[0].type == "alpaca"
+
+
+@pytest.mark.parametrize(("raw", "method"), [
+    ({}, "lora"), ({"adapter": "lora", "load_in_4bit": True}, "qlora"), ({"method": "dora", "adapter": "lora"}, "dora"),
+])
+def test_method_resolution(raw, method):
+    assert validate({"base_model": "m", **raw}).method == method
+
+
+def test_unknown_key_did_you_mean(tmp_path, run_cli):
+    path = _write(tmp_path, {"base_model": "m", "learning_rat": 0.1})
+    code, _, err = run_cli("train", path)
+    assert code == 2
+    assert "unknown key 'learning_rat'" in err and "did you mean learning_rate" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_type_names_field(tmp_path, run_cli):
+    code, _, err = run_cli("train", _write(tmp_path, {"base_model": "m", "micro_batch_size": "lots"}))
+    assert code == 2 and "micro_batch_size" in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_method_and_yaml(tmp_path):
+    with pytest.raises(BadInput, match="method"):
+        validate({"method": "loraa"})
+    with pytest.raises(BadInput, match=r"line \d+ is not valid YAML"):
+        build(_write(tmp_path, "a: 1\nb: [unclosed\n"))
+    with pytest.raises(BadInput, match="not found"):
+        build(tmp_path / "missing.yaml")
+
+
+def test_cli_flags_override_file(tmp_path):
+    path = _write(tmp_path, {"base_model": "m", "lora_r": 8, "max_steps": 100, "per_device_train_batch_size": 2})
+    cfg = build(path, overrides={"lora_r": 32, "max_steps": None, "micro_batch_size": 4})
+    assert (cfg.lora_r, cfg.max_steps, cfg.micro_batch_size) == (32, 100, 4)
+
+
+def test_plan_supplies_method_batch_and_price(tmp_path):
+    from cheaptune.plan.planfile import CostBreakdown, Offer, PlanFile, Prediction, TrainSettings, save
+
+    plan = PlanFile(
+        created="2026-11-30T00:00:00", cheaptune_version="0.1.0", model="some/model", dataset="d.jsonl",
+        train=TrainSettings(method="qlora", micro_batch=4, grad_accum=8, grad_ckpt=True, seq_len=1024,
+                            precision="bf16-mixed", optimizer="paged_adamw_8bit", checkpoint_minutes=12.5),
+        offer=Offer(provider="x", gpu="A100-80GB", spot=True, kind="spot", price_per_hour=1.5, billing_unit_s=60),
+        prediction=Prediction(peak_vram_bytes=10**10, gpu_memory_bytes=8 * 10**10, tokens=10**6, tokens_per_s=1000,
+                              hours=0.3, cost=CostBreakdown(compute=0.45, total=0.5)),
+        budget_usd=2.0,
+    )
+    save(plan, tmp_path / "plan.yaml")
+    cfg = build(_write(tmp_path, {"base_model": "mine", "micro_batch_size": 1}), tmp_path / "plan.yaml",
+                overrides={"gradient_accumulation_steps": 2})
+    assert cfg.base_model == "mine"  # the config's model wins; the plan fills gaps only
+    assert cfg.datasets[0].path == "d.jsonl"
+    assert (cfg.method, cfg.micro_batch_size, cfg.gradient_accumulation_steps) == ("qlora", 4, 2)
+    assert cfg.gradient_checkpointing and cfg.bf16 and cfg.optimizer == "paged_adamw_8bit"
+    assert (cfg.price_per_hour, cfg.billing_unit_s, cfg.save_minutes, cfg.budget_usd) == (1.5, 60, 12.5, 2.0)
+    assert cfg.predicted_cost_usd == 0.5
+
+
+def test_missing_dataset_is_bad_input(tiny_model_dir, run_cli, tmp_path):
+    code, _, err = run_cli("train", "--model", str(tiny_model_dir), "-o", str(tmp_path / "o"))
+    assert code == 2 and "no dataset" in err

@@ -1,0 +1,134 @@
+"""Spot safety: SIGKILL at random steps and inside a save, SIGTERM -> 143; each resume ends bit-identical."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cheaptune.train import checkpoints as ck
+from tests.train.conftest import STEPS, start, summary, train_args
+
+ADAPTER = "adapter_model.safetensors"
+
+
+def _main(args: list[str]) -> int:
+    from cheaptune.cli.main import main
+
+    try:
+        main(args)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0
+    return 0
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model_dir, chat_file, tmp_path_factory) -> Path:
+    """An uninterrupted run: the ground truth every interrupted run must reproduce bit for bit."""
+    out = tmp_path_factory.mktemp("reference") / "out"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CHEAPTUNE_HOME", str(out.parent / "home"))
+        assert _main(train_args(tiny_model_dir, chat_file, out)) == 0
+    return out
+
+
+def _losses(out: Path) -> list[tuple[int, float]]:
+    return [(h["step"], h["loss"]) for h in summary(out)["loss_history"]]
+
+
+def _assert_same_as_reference(out: Path, reference: Path) -> None:
+    assert _losses(out) == _losses(reference)
+    assert len(_losses(out)) == STEPS
+    assert (out / ADAPTER).read_bytes() == (reference / ADAPTER).read_bytes()
+
+
+def _logged_step(out: Path) -> int:
+    try:
+        lines = (out / "train_log.jsonl").read_text().splitlines()
+    except FileNotFoundError:
+        return 0
+    return max((json.loads(x)["step"] for x in lines if x.strip()), default=0)
+
+
+def _wait(proc, timeout: float = 240) -> int:
+    return proc.wait(timeout=timeout)
+
+
+def test_sigkill_at_random_steps_resumes_bit_identical(tiny_model_dir, chat_file, reference, tmp_path):
+    rng = random.Random(int(time.time()))
+    out, log = tmp_path / "out", tmp_path / "log.txt"
+    args = train_args(tiny_model_dir, chat_file, out)
+
+    # Kill 1: SIGKILL from outside once the run has logged a random step (it dies wherever it is then).
+    first = rng.randint(3, 7)
+    proc = start(args, log)
+    deadline = time.monotonic() + 240
+    while _logged_step(out) < first and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    assert _wait(proc) == -signal.SIGKILL, log.read_text()[-2000:]
+    died_at = _logged_step(out)
+    assert died_at < STEPS, "the run finished before the kill; nothing was tested"
+
+    # Kill 2: the resumed run SIGKILLs itself at a later random step (test hook in the trainer).
+    second = rng.randint(min(died_at + 2, STEPS - 2), STEPS - 2)
+    proc = start(args, log, CHEAPTUNE_TEST_KILL_AT_STEP=str(second))
+    assert _wait(proc) == -signal.SIGKILL, log.read_text()[-2000:]
+    assert "resuming from" in log.read_text()
+
+    # Final resume: finishes; loss sequence and adapter bytes equal the uninterrupted run's.
+    proc = start(args, log)
+    assert _wait(proc) == 0, log.read_text()[-2000:]
+    assert log.read_text().count("resuming from") == 2
+    _assert_same_as_reference(out, reference)
+
+
+def test_kill_during_checkpoint_write_keeps_previous_usable(tiny_model_dir, chat_file, reference, tmp_path, capsys):
+    out, log = tmp_path / "out", tmp_path / "log.txt"
+    args = train_args(tiny_model_dir, chat_file, out)
+    proc = start(args, log, CHEAPTUNE_TEST_SAVE_HOOK="6:abort")  # SIGKILL after staging checkpoint-6
+    assert _wait(proc) == -signal.SIGKILL, log.read_text()[-2000:]
+
+    assert (out / ck.STAGING / "checkpoint-6").is_dir(), "the kill should land in the staging phase"
+    assert not (out / "checkpoint-6").exists()
+    assert ck.verify(out / "checkpoint-4") is None
+    # Also damage checkpoint-4: resume must skip it with a warning and take checkpoint-2.
+    (out / "checkpoint-4" / ADAPTER).write_bytes(b"garbage")
+    assert ck.newest_valid(out, warn=lambda m: None) == out / "checkpoint-2"
+
+    assert _main(args) == 0
+    printed = capsys.readouterr().out
+    assert "skipping" in printed and "checkpoint-4" in printed
+    assert "resuming from" in printed and "checkpoint-2" in printed
+    assert not (out / ck.STAGING).exists()
+    _assert_same_as_reference(out, reference)
+
+
+def test_sigterm_saves_exits_143_then_resumes_identically(tiny_model_dir, chat_file, reference, tmp_path, run_cli):
+    out = tmp_path / "out"
+    args = train_args(tiny_model_dir, chat_file, out, "--save-steps", "100")  # no periodic saves
+
+    def send_sigterm_at_step_5():
+        deadline = time.monotonic() + 240
+        while _logged_step(out) < 5 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=send_sigterm_at_step_5, daemon=True).start()
+    code, _, err = run_cli(*args)
+    assert code == 143, err
+    assert "SIGTERM: saved" in err and " s; " in err  # how long the save took
+    saved = ck.list_checkpoints(out)
+    assert len(saved) == 1 and ck.verify(saved[0]) is None
+    stopped = ck.step_of(saved[0])
+    assert 5 <= stopped < STEPS
+
+    code, out_text, err = run_cli(*args)
+    assert code == 0, err
+    _assert_same_as_reference(out, reference)
