@@ -1,0 +1,188 @@
+"""Per-GPU memory on N GPUs, derived from a single-GPU estimate's breakdown.
+
+Data parallelism changes only where the model state lives, not what one GPU computes per
+micro-batch: activations, logits and kernel workspaces stay per GPU, while weights, gradients and
+optimizer state are replicated (DDP), partly sharded (ZeRO-2: gradients + optimizer) or fully
+sharded (FSDP full shard, ZeRO-3), and each engine adds its communication buffers. Offload moves
+sharded state to host RAM. Constants and their sources live in data/sharding.yaml.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from cheaptune.errors import BadInput
+from cheaptune.estimate import overheads
+
+DATA = Path(__file__).with_name("data") / "sharding.yaml"
+SHARDINGS = ("ddp", "fsdp", "zero2", "zero3")
+MODEL_STATE = ("weights", "trainable_weights", "gradients", "optimizer_state")
+# category -> is it split across GPUs, per strategy
+SHARDED = {
+    "ddp": set(),
+    "zero2": {"gradients", "optimizer_state"},
+    "zero3": {"weights", "trainable_weights", "gradients", "optimizer_state"},
+    "fsdp": {"weights", "trainable_weights", "gradients", "optimizer_state"},
+}
+# category -> moved to host RAM with offload, per strategy (FSDP CPUOffload moves params, hence grads
+# and the optimizer step; DeepSpeed offload_optimizer moves grads + optimizer, ZeRO-3 offload_param weights)
+OFFLOADED = {
+    "zero2": {"gradients", "optimizer_state"},
+    "zero3": {"weights", "trainable_weights", "gradients", "optimizer_state"},
+    "fsdp": {"weights", "trainable_weights", "gradients", "optimizer_state"},
+}
+
+
+@cache
+def constants() -> dict[str, float]:
+    raw = yaml.safe_load(DATA.read_text())
+    return {k: v["value"] for k, v in raw.items() if isinstance(v, dict)}
+
+
+def check_sharding(gpus: int, sharding: str | None, offload: bool = False) -> str:
+    """The sharding to use for `gpus` GPUs (ddp when unset); BadInput for impossible combinations."""
+    if gpus < 1:
+        raise BadInput(f"--gpus must be >= 1 (got {gpus})")
+    s = (sharding or "ddp").lower().replace("-", "")
+    s = {"fsdpcpuoffload": "fsdp", "deepspeed": "zero3", "zero": "zero3"}.get(s, s)
+    if s not in SHARDINGS:
+        raise BadInput(f"--sharding {sharding!r} is not one of {', '.join(SHARDINGS)}")
+    if offload and s == "ddp":
+        raise BadInput("--offload needs --sharding fsdp, zero2 or zero3 (DDP keeps everything on the GPU)")
+    return s
+
+
+def _layer_dims(cfg: dict, total_params: int) -> tuple[int, int, int]:
+    """(params per decoder layer, params of the root unit: embeddings + lm_head, hidden size)."""
+    hidden = int(cfg.get("hidden_size") or cfg.get("n_embd") or cfg.get("d_model") or 0)
+    layers = int(cfg.get("num_hidden_layers") or cfg.get("n_layer") or cfg.get("num_layers") or 1)
+    vocab = int(cfg.get("vocab_size") or 0)
+    root = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
+    return max(total_params - root, 0) // max(layers, 1), root, hidden
+
+
+def _model_config(single) -> dict:
+    from cheaptune.catalog.models import resolve_model
+
+    return dict(resolve_model(str(single.inputs.get("model"))).config)
+
+
+def _comm_buffers(s: str, single, cfg: dict, gpus: int) -> dict[str, int]:
+    """Communication buffers per GPU, by name; they are allocated by torch (count in allocated)."""
+    c = constants()
+    b = single.breakdown
+    total, trainable = max(single.total_params, 1), single.trainable_params
+    w_bytes = (b.get("weights", 0) + b.get("trainable_weights", 0)) / total  # average bytes per param
+    g_bytes = b.get("gradients", 0) / trainable if trainable and b.get("gradients") else 2.0
+    layer, root, _ = _layer_dims(cfg, single.total_params)
+    if s == "ddp":
+        return {"ddp_buckets": int(max(c["ddp_bucket_cap_bytes"],
+                                       c["ddp_bucket_copy_of_gradients"] * b.get("gradients", 0)))}
+    if s == "fsdp":
+        layer_trainable = trainable * layer / total
+        return {"fsdp_gathered_units": int(c["fsdp_units_in_flight"] * layer * w_bytes),
+                # embeddings and lm_head stay 16-bit even when the blocks are 4-bit
+                "fsdp_root_unit": int(c["fsdp_root_unit_unsharded"] * root * max(w_bytes, 2) * (1 - 1 / gpus)),
+                "fsdp_unsharded_grads": int(layer_trainable * g_bytes)}
+    reduce = min(c["deepspeed_reduce_bucket_elems"], trainable) * g_bytes
+    if s == "zero2":
+        gather = min(c["deepspeed_allgather_bucket_elems"], trainable) * w_bytes
+        return {"zero_reduce_bucket": int(reduce), "zero_allgather_bucket": int(gather)}
+    gather = (layer + c["deepspeed_stage3_prefetch_elems"]) * w_bytes
+    return {"zero_reduce_bucket": int(reduce), "zero3_gathered_params": int(gather)}
+
+
+def _zero3_persistent_lora(single, cfg: dict) -> bool:
+    """LoRA matrices under stage3_param_persistence_threshold elements stay whole on every GPU."""
+    r = int(single.inputs.get("lora_r") or 0)
+    hidden = int(cfg.get("hidden_size") or 0)
+    return single.inputs.get("method") in ("lora", "qlora", "dora") and 0 < r * hidden < \
+        constants()["deepspeed_stage3_persistence_elems"]
+
+
+def _model_state(s: str, single, cfg: dict, gpus: int, offload: bool) -> tuple[dict[str, int], int]:
+    """Per-GPU bytes of each model-state category, and the bytes moved to host RAM per GPU."""
+    b = single.breakdown
+    sharded = set(SHARDED[s])
+    if s == "zero3" and _zero3_persistent_lora(single, cfg):
+        sharded.discard("trainable_weights")
+    state = {k: b.get(k, 0) for k in MODEL_STATE}
+    if s.startswith("zero") and single.inputs.get("optimizer", "adamw") == "adamw":
+        # DeepSpeed keeps fp32 master weights + fp32 moments, whatever the single-GPU state dtype was
+        state["optimizer_state"] = max(state["optimizer_state"],
+                                       int(constants()["deepspeed_adam_bytes_per_param"] * single.trainable_params))
+    per_gpu = {k: (-(-v // gpus) if k in sharded else v) for k, v in state.items()}
+    host = 0
+    if offload:
+        for k in OFFLOADED[s]:
+            host += per_gpu[k]
+            per_gpu[k] = 0
+    return per_gpu, host
+
+
+def shard_estimate(single, gpus: int, sharding: str | None = "ddp", offload: bool = False,
+                   model_config: dict | None = None):
+    """Per-GPU MemoryEstimate for `gpus` data-parallel GPUs, from a 1-GPU estimate of the same request.
+
+    `single` must be the one-GPU estimate at the per-GPU micro-batch. `model_config` (config.json
+    fields) sizes FSDP/ZeRO-3 units; when omitted it is resolved from single.inputs["model"].
+    """
+    s = check_sharding(gpus, sharding, offload)
+    if gpus == 1:
+        return single
+    cfg = model_config if model_config is not None else _model_config(single)
+    per_gpu, host = _model_state(s, single, cfg, gpus, offload)
+    comm = _comm_buffers(s, single, cfg, gpus)
+    removed = sum(single.breakdown.get(k, 0) - v for k, v in per_gpu.items())
+    delta = sum(comm.values()) - removed
+    phases = {ph: max(v + delta, 0) for ph, v in single.phase_peaks.items()}
+    allocated = max(single.peak_allocated_bytes + delta, 0)
+    reserved, total = overheads.reserved_and_total(allocated)
+    if s != "ddp":  # gathers on a side stream keep freed blocks in separate allocator pools
+        extra = int(allocated * constants()["sharded_allocator_extra_fraction"])
+        reserved, total = reserved + extra, total + extra
+    nccl = int(constants()["nccl_buffers_bytes"])
+    breakdown = {k: v for k, v in single.breakdown.items()
+                 if k not in MODEL_STATE and k not in ("allocator_slack", "cuda_context")}
+    breakdown.update({k: v for k, v in per_gpu.items() if v})
+    breakdown.update(comm)
+    breakdown["allocator_slack"] = reserved - allocated
+    breakdown["cuda_context"] = total - reserved
+    breakdown["nccl_buffers"] = nccl
+    inputs = dict(single.inputs, gpus=gpus, sharding=s, offload=offload)
+    details = dict(single.details, sharding=s, gpus=gpus, offload=offload, host_offload_bytes_per_gpu=host,
+                   single_gpu_device_total_bytes=single.device_total_bytes)
+    return dataclasses.replace(
+        single, peak_allocated_bytes=allocated, peak_reserved_bytes=reserved, device_total_bytes=total + nccl,
+        breakdown=breakdown, phase_peaks=phases, basis=f"{single.basis}+{s}", inputs=inputs, details=details,
+    )
+
+
+def fit_micro_batch_sharded(req, gpu_memory_bytes: int, gpus: int, sharding: str = "ddp", offload: bool = False,
+                            headroom: float = 0.10, max_micro_batch: int = 64, model_config: dict | None = None):
+    """estimate.memory.fit_micro_batch for N GPUs: the largest per-GPU micro-batch whose per-GPU device
+    total fits, without gradient checkpointing first; None when even micro-batch 1 does not fit."""
+    from cheaptune.estimate.memory import FitResult, estimate_memory
+
+    budget = gpu_memory_bytes * (1 - headroom)
+    for gc in (False, True):
+        def total(b: int, gc=gc):
+            single = estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc, gpus=1, sharding=None))
+            return shard_estimate(single, gpus, sharding, offload, model_config)
+
+        e1 = total(1)
+        if e1.device_total_bytes > budget:
+            continue
+        e2 = total(2) if max_micro_batch >= 2 else e1
+        slope = max(e2.device_total_bytes - e1.device_total_bytes, 1)
+        b = int(min(max_micro_batch, 1 + (budget - e1.device_total_bytes) // slope))
+        est = total(b) if b > 2 else (e2 if b == 2 else e1)
+        while b > 1 and est.device_total_bytes > budget:
+            b -= 1
+            est = total(b)
+        return FitResult(b, gc, est)
+    return None

@@ -1,0 +1,90 @@
+"""accelerate config files, relaunch argument lists, SkyPilot rendezvous, sharded-checkpoint completeness."""
+
+from __future__ import annotations
+
+import pytest
+from accelerate.commands.config.config_args import ClusterConfig
+from accelerate.commands.launch import launch_command_parser
+
+from cheaptune.errors import BadInput
+from cheaptune.train import distributed as d
+
+SKY = {"SKYPILOT_NODE_IPS": "10.0.0.4\n10.0.0.5\n", "SKYPILOT_NODE_RANK": "1", "SKYPILOT_NUM_NODES": "2",
+       "SKYPILOT_NUM_GPUS_PER_NODE": "8"}
+
+
+def _launch_options() -> set[str]:
+    return {o.lstrip("-") for a in launch_command_parser()._actions for o in a.option_strings}
+
+
+@pytest.mark.parametrize("sharding,offload,kind", [("ddp", False, "MULTI_GPU"), ("fsdp", False, "FSDP"),
+                                                   ("fsdp", True, "FSDP"), ("zero2", True, "DEEPSPEED"),
+                                                   ("zero3", False, "DEEPSPEED")])
+def test_config_loads_with_accelerates_own_loader(tmp_path, sharding, offload, kind):
+    nodes = d.nodes_from_skypilot(SKY)
+    path = d.write_accelerate_config(tmp_path, d.accelerate_config(sharding, nodes, offload=offload))
+    assert path.name == d.CONFIG_NAME and not list(tmp_path.glob(".*.tmp"))
+    loaded = ClusterConfig.from_yaml_file(path)  # raises on unknown top-level keys
+    assert loaded.distributed_type.value == kind
+    assert (loaded.num_processes, loaded.num_machines, loaded.machine_rank) == (16, 2, 1)
+    assert loaded.main_process_ip == "10.0.0.4"
+    options = _launch_options()
+    for key in {**loaded.fsdp_config, **loaded.deepspeed_config}:  # each becomes an `accelerate launch` option
+        assert key in options, key
+    if sharding == "fsdp":
+        assert loaded.fsdp_config["fsdp_offload_params"] is offload
+        assert loaded.fsdp_config["fsdp_state_dict_type"] == "SHARDED_STATE_DICT"
+    if sharding.startswith("zero"):
+        assert loaded.deepspeed_config["zero_stage"] == int(sharding[-1])
+        assert loaded.deepspeed_config["offload_optimizer_device"] == ("cpu" if offload else "none")
+
+
+def test_bad_sharding_is_one_line():
+    for call in (lambda: d.accelerate_config("tp", d.Nodes()), lambda: d.accelerate_config("ddp", d.Nodes(), True)):
+        with pytest.raises(BadInput) as err:
+            call()
+        assert "\n" not in str(err.value)
+
+
+def test_torchrun_args_from_a_fake_skypilot_environment():
+    argv = d.torchrun_argv(d.nodes_from_skypilot(SKY, port=29555), ["--model", "m", "-o", "out dir"],
+                           python="/py")
+    assert argv[:3] == ["/py", "-m", "torch.distributed.run"]
+    for flag in ("--nnodes=2", "--nproc_per_node=8", "--node_rank=1", "--master_addr=10.0.0.4",
+                 "--master_port=29555"):
+        assert flag in argv
+    assert argv[-7:] == ["-m", "cheaptune", "train", "--model", "m", "-o", "out dir"]  # no shell quoting needed
+
+
+@pytest.mark.parametrize("change", [{"SKYPILOT_NUM_NODES": "3"}, {"SKYPILOT_NODE_RANK": "two"},
+                                    {"SKYPILOT_NODE_RANK": "2"}, {"SKYPILOT_NODE_IPS": ""},
+                                    {"SKYPILOT_NUM_GPUS_PER_NODE": "0"}])
+def test_broken_skypilot_environment_is_bad_input(change):
+    with pytest.raises(BadInput) as err:
+        d.nodes_from_skypilot({**SKY, **change})
+    assert "\n" not in str(err.value)
+
+
+def test_relaunch_drops_gpus_and_children_do_not_relaunch(tmp_path):
+    args = d.strip_option(["--model", "m", "--gpus", "4", "--gpus=2", "--max-steps", "3"], "--gpus")
+    assert args == ["--model", "m", "--max-steps", "3"]
+    argv = d.accelerate_argv(tmp_path / "a.yaml", args, python="/py")
+    assert argv[:5] == ["/py", "-m", "accelerate.commands.launch", "--config_file", str(tmp_path / "a.yaml")]
+    assert argv[5:8] == ["-m", "cheaptune", "train"]
+    assert d.is_child({"LOCAL_RANK": "0"}) and not d.is_child({})
+
+
+def test_sharded_checkpoint_needs_every_ranks_files(tmp_path):
+    ck = tmp_path / "checkpoint-4"
+    (ck / "pytorch_model_fsdp_0").mkdir(parents=True)
+    (ck / "rng_state_0.pth").write_bytes(b"x")
+    assert d.sharded_checkpoint_problem(ck, 1) is None
+    assert "rng_state_1" in d.sharded_checkpoint_problem(ck, 2)
+    (ck / "rng_state_1.pth").write_bytes(b"x")
+    assert ".metadata" in d.sharded_checkpoint_problem(ck, 2)
+    (ck / "pytorch_model_fsdp_0" / ".metadata").write_bytes(b"x")
+    assert d.sharded_checkpoint_problem(ck, 2) is None
+
+
+def test_any_rank_without_a_process_group_is_the_local_flag():
+    assert d.any_rank(True) is True and d.any_rank(False) is False
