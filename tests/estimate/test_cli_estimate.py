@@ -32,3 +32,22 @@ def test_table_output_and_bad_input(run_cli, tiny_cfg, tmp_path):
     code, _, err = run_cli("estimate", "--model", str(tmp_path / "missing"), "--method", "lora",
                            "--micro-batch", "1", "--seq-len", "32")
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_gpus_and_sharding_give_a_per_gpu_peak(run_cli):
+    def peak(*extra: str) -> dict:
+        code, out, err = run_cli("estimate", "--model", "llama-2-7b", "--method", "full", "--micro-batch", "1",
+                                 "--seq-len", "128", "--json", *extra)
+        assert code == 0, err
+        return json.loads(out)
+
+    one, ddp = peak(), peak("--gpus", "4", "--sharding", "ddp")
+    z3 = peak("--gpus", "4", "--sharding", "zero3")
+    assert z3["device_total_bytes"] < 0.75 * one["device_total_bytes"]
+    assert z3["basis"].endswith("+zero3") and z3["inputs"]["gpus"] == 4
+    buffers = ddp["breakdown"]["ddp_buckets"] + ddp["breakdown"]["nccl_buffers"]
+    assert ddp["peak_allocated_bytes"] == one["peak_allocated_bytes"] + ddp["breakdown"]["ddp_buckets"]
+    assert one["device_total_bytes"] + buffers <= ddp["device_total_bytes"] <= 1.2 * (one["device_total_bytes"] + buffers)
+    code, _, err = run_cli("estimate", "--model", "llama-2-7b", "--method", "full", "--micro-batch", "1",
+                           "--seq-len", "128", "--gpus", "2", "--offload")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--offload" in err

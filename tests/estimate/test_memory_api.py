@@ -20,7 +20,8 @@ def _req(cfg, **kw):
 
 @pytest.mark.parametrize("kw, word", [
     (dict(micro_batch=0), "--micro-batch"), (dict(seq_len=100_000), "--allow-long-context"),
-    (dict(lora_r=0), "--lora-r"), (dict(gpus=2), "--gpus"), (dict(method="magic"), "--method"),
+    (dict(lora_r=0), "--lora-r"), (dict(gpus=0), "--gpus"), (dict(method="magic"), "--method"),
+    (dict(gpus=2, sharding="zero9"), "--sharding"), (dict(gpus=2, offload=True), "--offload"),
     (dict(quant="nf4"), "--method qlora"),
 ])
 def test_bad_input_is_one_line(tiny_cfg, kw, word):
@@ -98,3 +99,16 @@ def test_lora_target_presets_follow_the_architecture(tiny_cfg):
     assert "query_key_value" in resolve_targets(falcon, "attention")
     with pytest.raises(BadInput, match="valid: .*q_proj"):
         resolve_targets(tiny_cfg, "qproj")
+
+
+def test_several_gpus_shard_the_one_gpu_estimate(tiny_cfg):
+    one = estimate_memory(_req(tiny_cfg, method="full"))
+    ddp = estimate_memory(_req(tiny_cfg, method="full", gpus=4))
+    z3 = estimate_memory(_req(tiny_cfg, method="full", gpus=4, sharding="zero3"))
+    off = estimate_memory(_req(tiny_cfg, method="full", gpus=4, sharding="zero3", offload=True))
+    assert ddp.inputs["sharding"] == "ddp" and ddp.breakdown["ddp_buckets"] > 0
+    assert ddp.breakdown["optimizer_state"] == one.breakdown["optimizer_state"]  # replicated
+    assert ddp.device_total_bytes > one.device_total_bytes  # the same state plus buffers
+    assert z3.breakdown["optimizer_state"] < one.breakdown["optimizer_state"]
+    assert off.device_total_bytes < z3.device_total_bytes
+    assert (z3.inputs["gpus"], z3.inputs["offload"], off.inputs["offload"]) == (4, False, True)

@@ -22,8 +22,8 @@ def make_plan(offer: Offer, alternatives: list[Offer] | None = None, *, method: 
 
 
 def offer(provider: str, gpu: str, price: float, *, count: int = 1, spot: bool = False, region: str = "any",
-          total: float | None = None, kind: str | None = None) -> Offer:
-    return Offer(provider=provider, gpu=gpu, gpu_count=count, region=region, spot=spot,
+          total: float | None = None, kind: str | None = None, nodes: int = 1) -> Offer:
+    return Offer(provider=provider, gpu=gpu, gpu_count=count, num_nodes=nodes, region=region, spot=spot,
                  kind=kind or ("spot" if spot else "on-demand"), price_per_hour=price, total_cost=total)
 
 

@@ -35,6 +35,7 @@ def test_managed_job_launch_calls_seam_and_records_run(tmp_path, recorder):
     run = Registry().get_run(info["run_id"])
     assert (run["provider"], run["gpu"], run["price_per_hour"]) == ("aws", "A100-80GB", 4.1)
     assert run["cost_predicted_usd"] == 5.0 and "spot" in run["offer"]
+    assert run["remote"] == "skypilot:job/42" and run["status"] == "launched"
     launched = [e for e in run["events"] if e["kind"] == "launched"][0]["detail"]
     assert launched["job_id"] == 42 and launched["failover"] and launched["mode"] == "job"
 

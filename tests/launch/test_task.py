@@ -133,3 +133,28 @@ def test_skypilot_rejects_broken_yaml(tmp_path):
     bad.write_text("resources:\n  use_spot: maybe\nrun: echo\n")
     with pytest.raises(BadInput, match="SkyPilot rejects"):
         SkyBackend().validate(bad)
+
+
+def test_two_node_plan_runs_torchrun_on_every_node_and_meters_both(tmp_path, recorder):
+    import json
+    import shlex
+
+    plan = make_plan(offer("aws", "A100-80GB", 32.8, count=8, nodes=2, total=60.0),
+                     [offer("gcp", "A100-80GB", 30.0, count=8, total=61.0)], method="full", total=60.0, budget=100.0)
+    prep = launcher.prepare(plan, LaunchOptions(checkpoint_dir="/mnt/ckpt"), recorder, tmp_path / "task.yaml")
+    task = yaml.safe_load(prep.yaml_path.read_text())  # validated by sky.Task.from_yaml in prepare
+    assert recorder.calls[0][0] == "validate" and task["num_nodes"] == 2
+    assert [o.provider for o in prep.selection.offers] == ["aws"]  # a 1-node alternative cannot share the task
+    assert any("1 nodes" in s for s in prep.selection.skipped)
+    assert json.loads(task["envs"]["CHEAPTUNE_OFFER_PRICES"]) == {"aws": pytest.approx(65.6)}
+    line = task["run"].strip().splitlines()[-1]
+    words = shlex.split(line.replace("$(", "").replace(")", ""))
+    for flag in ("--nnodes=$SKYPILOT_NUM_NODES", "--node_rank=$SKYPILOT_NODE_RANK", "--master_port=29500",
+                 "--nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE"):
+        assert flag in words
+    assert '--master_addr=$(echo "$SKYPILOT_NODE_IPS" | head -n1)' in line
+    assert words[words.index("-m", 3) + 1:][:2] == ["cheaptune", "train"]
+    assert "--checkpoint-dir /mnt/ckpt" in line and task["file_mounts"]["/mnt/ckpt"]["persistent"] is True
+    from sky import Task
+
+    assert Task.from_yaml(str(prep.yaml_path)).num_nodes == 2

@@ -77,3 +77,36 @@ def test_unknown_run_and_bad_fields():
         reg.get_run("nope")
     with pytest.raises(ValueError, match="unknown run field"):
         reg.start_run(stepz=1)
+
+
+def test_remote_run_is_launched_not_killed_until_its_status_is_recorded():
+    code = ("from cheaptune.runs.registry import Registry\n"
+            "print(Registry().start_run(name='sky', model='tiny', remote='skypilot:job/42').id)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=os.environ.copy(), capture_output=True, text=True,
+                          timeout=60, check=True)
+    rid = proc.stdout.strip()
+    reg = Registry()
+    reg.start_run(name="local-dead", model="tiny")  # a local run in this live process stays running
+    (run,) = reg.list_runs(status="launched")  # the launching process is gone: still not "killed"
+    assert run["id"] == rid and run["remote"] == "skypilot:job/42" and run["ended_at"] is None
+    assert reg.set_remote_status("skypilot:job/42", "running") == 1
+    assert reg.get_run(rid)["status"] == "running"  # running remotely: the reaper still skips it
+    assert reg.set_remote_status("skypilot:job/42", "finished") == 1
+    done = reg.get_run(rid)
+    assert done["status"] == "finished" and done["ended_at"] is not None
+    assert [e["detail"]["status"] for e in done["events"] if e["kind"] == "remote_status"] == ["running", "finished"]
+    with pytest.raises(ValueError):
+        reg.set_remote_status("skypilot:job/42", "exploded")
+
+
+def test_old_registry_file_gains_the_remote_column(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, status TEXT NOT NULL)")
+    con.commit()
+    con.close()
+    Registry(path)
+    cols = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(runs)")}
+    assert "remote" in cols

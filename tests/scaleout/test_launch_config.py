@@ -88,3 +88,38 @@ def test_sharded_checkpoint_needs_every_ranks_files(tmp_path):
 
 def test_any_rank_without_a_process_group_is_the_local_flag():
     assert d.any_rank(True) is True and d.any_rank(False) is False
+
+
+def test_launch_argv_cpu_uses_torchrun_and_gpu_checks_the_count(tmp_path, monkeypatch):
+    args = ["--model", "m", "--gpus", "2", "--sharding", "ddp", "--device", "cpu"]
+    argv = d.launch_argv(args, 2, "ddp", tmp_path, device="cpu")
+    assert argv[1:3] == ["-m", "torch.distributed.run"] and "--nproc_per_node=2" in argv
+    assert argv[-6:] == ["cheaptune", "train", "--model", "m", "--device", "cpu"]
+    port = int(next(a for a in argv if a.startswith("--master_port=")).split("=")[1])
+    assert 0 < port < 65536
+    with pytest.raises(BadInput, match="--device cpu use --sharding ddp"):
+        d.launch_argv(args, 2, "fsdp", tmp_path, device="cpu")
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(BadInput, match="has 1 CUDA GPU") as err:
+        d.launch_argv(args, 4, "zero3", tmp_path)
+    assert "\n" not in str(err.value) and not (tmp_path / d.CONFIG_NAME).exists()
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    argv = d.launch_argv(args, 4, "zero3", tmp_path)
+    assert argv[2] == "accelerate.commands.launch" and "--gpus" not in argv and "--sharding" not in argv
+    assert "zero_stage: 3" in (tmp_path / d.CONFIG_NAME).read_text()
+
+
+def test_a_childs_exit_code_survives_the_launcher(tmp_path):
+    assert d.children_exit(tmp_path, 1) == 1  # nothing recorded: the launcher's code
+    d.record_exit(tmp_path, 143)
+    assert d.children_exit(tmp_path, 1) == 143
+    assert not (tmp_path / d.EXIT_FILE).exists()
+
+
+def test_train_gpus_without_gpus_is_one_line(run_cli, tmp_path):
+    code, _, err = run_cli("train", "--gpus", "2", "--model", "m", "--data", "d.jsonl", "-o", str(tmp_path / "o"))
+    assert code == 2 and "--gpus 2" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli("train", "--gpus", "2", "--on-finish", "explode", "--model", "m", "--data", "d.jsonl")
+    assert code == 2 and "--on-finish" in err and len(err.strip().splitlines()) == 1

@@ -1,5 +1,6 @@
-"""Two processes (torchrun, gloo, CPU) run the real `cheaptune train` with LoRA on the tiny model:
-checkpoint, get SIGKILLed, resume with --resume auto, and end bit-identical to an uninterrupted run."""
+"""`cheaptune train --gpus 2 --device cpu` relaunches itself as two processes (torchrun, gloo) that train
+LoRA on the tiny model: checkpoint, get SIGKILLed, resume with --resume auto, and end bit-identical to an
+uninterrupted two-process run."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import pytest
 from cheaptune.train import checkpoints as ck
 from cheaptune.train.distributed import sharded_checkpoint_problem
 
-ENTRY = Path(__file__).with_name("ddp_entry.py")
 STEPS = 6
 
 
@@ -25,8 +25,7 @@ def _rows(n: int) -> str:
 
 
 def _torchrun(model: Path, data: Path, out: Path, log: Path, **env: str) -> int:
-    args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ENTRY),
-            "train", "--model", str(model), "--data", str(data), "-o", str(out), "--method", "lora",
+    args = [sys.executable, "-m", "cheaptune", "train", "--gpus", "2", "--sharding", "ddp", "--model", str(model), "--data", str(data), "-o", str(out), "--method", "lora",
             "--max-steps", str(STEPS), "--save-steps", "2", "--seq-len", "64", "--micro-batch", "1",
             "--grad-accum", "2", "--device", "cpu", "--resume", "auto"]
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cheaptune.train import checkpoints as ck
 
 
@@ -53,3 +55,21 @@ def test_retention_keeps_last_k_and_best(tmp_path):
     assert sorted(ck.step_of(p) for p in ck.list_checkpoints(tmp_path)) == [2, 4, 5]
     assert sorted(ck.step_of(p) for p in deleted) == [1, 3]
     assert not list(tmp_path.glob(".*deleting"))
+
+
+def test_resume_skips_a_checkpoint_missing_a_ranks_state(tmp_path, monkeypatch):
+    from cheaptune.errors import BadInput
+    from cheaptune.train import resume as rs
+
+    for step, ranks in ((2, (0, 1)), (4, (0,))):  # step 4: rank 1 was killed before its rng state
+        staged = tmp_path / ".staging" / f"checkpoint-{step}"
+        staged.mkdir(parents=True)
+        for r in ranks:
+            (staged / f"rng_state_{r}.pth").write_bytes(b"x")
+        ck.publish(staged, tmp_path)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert rs.choose("auto", tmp_path) == tmp_path / "checkpoint-2"
+    with pytest.raises(BadInput, match="rng_state_1.pth is missing"):
+        rs.choose(str(tmp_path / "checkpoint-4"), tmp_path)
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert rs.choose("auto", tmp_path) == tmp_path / "checkpoint-4"

@@ -87,3 +87,25 @@ def test_plan_supplies_method_batch_and_price(tmp_path):
 def test_missing_dataset_is_bad_input(tiny_model_dir, run_cli, tmp_path):
     code, _, err = run_cli("train", "--model", str(tiny_model_dir), "-o", str(tmp_path / "o"))
     assert code == 2 and "no dataset" in err
+
+
+def test_plan_over_budget_refuses_before_loading_unless_forced(tmp_path, run_cli):
+    from cheaptune.errors import Infeasible
+    from cheaptune.plan.planfile import CostBreakdown, Offer, PlanFile, Prediction, TrainSettings, save
+    from cheaptune.train.run import preflight
+
+    plan = PlanFile(
+        created="2026-11-30T00:00:00", cheaptune_version="0.1.0", model="some/model", dataset="d.jsonl",
+        train=TrainSettings(method="lora"), offer=Offer(provider="x", gpu="L4", price_per_hour=0.7),
+        prediction=Prediction(peak_vram_bytes=10**9, gpu_memory_bytes=24 * 10**9, tokens=10**6, tokens_per_s=1000,
+                              hours=4.0, cost=CostBreakdown(compute=2.8, total=3.0)),
+    )
+    save(plan, tmp_path / "plan.yaml")
+    # the model does not exist: exit 3 proves the check ran before anything loaded
+    code, _, err = run_cli("train", "--plan", str(tmp_path / "plan.yaml"), "--budget", "2", "-o", str(tmp_path / "o"))
+    assert code == 3 and "$3.00" in err and "--force" in err and len(err.strip().splitlines()) == 1
+    cfg = build(None, tmp_path / "plan.yaml", {"budget_usd": 2.0})
+    with pytest.raises(Infeasible):
+        preflight(cfg)
+    preflight(cfg, force=True)
+    preflight(build(None, tmp_path / "plan.yaml", {"budget_usd": 5.0}))

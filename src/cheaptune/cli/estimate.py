@@ -50,21 +50,23 @@ def register(app: typer.Typer) -> None:
         grad_ckpt: bool = typer.Option(False, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
         optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adamw-8bit, paged-adamw-8bit, sgd, adafactor."),
         attn: str = typer.Option("sdpa", "--attn", help="sdpa, flash, eager."),
-        gpus: int = typer.Option(1, "--gpus", help="Number of GPUs (only 1 for now)."),
-        sharding: str = typer.Option(None, "--sharding", help="ddp, fsdp, zero2, zero3 (not yet supported)."),
+        gpus: int = typer.Option(1, "--gpus", help="Data-parallel GPUs; the estimate is per GPU."),
+        sharding: str = typer.Option(None, "--sharding",
+                                     help="ddp (default with --gpus > 1), fsdp, zero2, zero3: how model state is split."),
+        offload: bool = typer.Option(False, "--offload", help="fsdp/zero: keep sharded model state in host RAM."),
         allow_long_context: bool = typer.Option(False, "--allow-long-context",
                                                 help="Allow --seq-len beyond the model's context length."),
         full_sim: bool = typer.Option(False, "--full-sim", help="Simulate every block instead of extrapolating."),
         headroom: float = typer.Option(0.10, "--headroom", help="Fraction of GPU memory kept free in the verdict."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ) -> None:
-        """Predict peak GPU memory of a training step by simulating it on fake tensors."""
+        """Predict peak GPU memory of a training step by simulating it on fake tensors (per GPU with --gpus N)."""
         from cheaptune.estimate.memory import EstimateRequest, estimate_memory
 
         req = EstimateRequest(
             model=model, method=method, lora_r=lora_r, lora_alpha=lora_alpha, lora_targets=lora_targets,
             micro_batch=micro_batch, seq_len=seq_len, precision=precision, quant=quant, grad_ckpt=grad_ckpt,
-            optimizer=optimizer, attn=attn, gpus=gpus, sharding=sharding,
+            optimizer=optimizer, attn=attn, gpus=gpus, sharding=sharding, offload=offload,
             allow_long_context=allow_long_context, full_sim=full_sim,
         )
         est = estimate_memory(req)

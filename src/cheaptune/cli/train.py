@@ -42,14 +42,32 @@ def train(
     max_hours: float = typer.Option(None, "--max-hours", help="Stop (resumably) after this many hours."),
     spot_notice: str = typer.Option(None, "--spot-notice", help="Poll spot notices: none | aws | gcp | azure."),
     device: str = typer.Option(None, "--device", help="auto | cpu | cuda."),
+    gpus: int = typer.Option(1, "--gpus", help="GPUs on this machine: > 1 relaunches under accelerate."),
+    sharding: str = typer.Option("ddp", "--sharding", help="With --gpus > 1: ddp | fsdp | zero2 | zero3."),
+    on_finish: str = typer.Option(None, "--on-finish", help="After the run: nothing | stop | terminate."),
+    dry_run_shutdown: bool = typer.Option(None, "--dry-run-shutdown", help="Print the on-finish command only."),
+    force: bool = typer.Option(False, "--force", help="Start even when the plan's cost is over the budget."),
     as_json: bool = typer.Option(False, "--json", help="Print the training summary as JSON."),
 ) -> None:
     """Fine-tune a model; checkpoints are atomic and a rerun resumes exactly where it stopped.
 
     Exit codes: 0 done, 2 bad input, 10 budget or time cap, 143 preempted (run again to resume).
     """
+    import os
+    import subprocess
+    import sys
+
+    from cheaptune.errors import BadInput, CheaptuneError
     from cheaptune.train.config import build
+    from cheaptune.train.distributed import EXIT_FILE, children_exit, is_child, launch_argv, record_exit
+    from cheaptune.train.guardrails import guard_settings
+    from cheaptune.train.run import preflight
     from cheaptune.train.run import train as run_train
+
+    if gpus < 1:
+        raise BadInput(f"--gpus must be >= 1 (got {gpus})")
+    child = is_child()
+    world = int(os.environ.get("WORLD_SIZE", "1")) if child else gpus
 
     overrides = {
         "base_model": model, "method": method, "lora_r": lora_r, "lora_targets": lora_targets,
@@ -59,14 +77,30 @@ def train(
         "save_minutes": save_minutes, "save_total_limit": save_total_limit, "val_set_size": val_set_size,
         "eval_steps": eval_steps, "seed": seed, "merge": merge, "skip_bad_rows": skip_bad_rows,
         "budget_usd": budget_usd, "price_per_hour": price_per_hour, "max_hours": max_hours,
-        "spot_notice": spot_notice, "device": device,
+        "spot_notice": spot_notice, "device": device, "on_finish": on_finish,
+        "dry_run_shutdown": dry_run_shutdown,
+        # the meter's price stays per instance; the GPU count is what the registry records
+        "gpu_count": world if world > 1 else None,
     }
     if data:
         overrides["datasets"] = [{"path": p, "type": data_format or "auto"} for p in data]
     cfg = build(config, plan, overrides)
     if data_format and not data:
         cfg = cfg.model_copy(update={"datasets": [d.model_copy(update={"type": data_format}) for d in cfg.datasets]})
-    result = run_train(cfg)
+    guard_settings(cfg)  # bad guard-rail settings fail here, before any model loads
+    if gpus > 1 and not child:
+        preflight(cfg, force)  # refuse before starting N processes
+        argv = launch_argv(_train_args(sys.argv), gpus, sharding, cfg.output_dir, cfg.device)
+        Path(cfg.output_dir, EXIT_FILE).unlink(missing_ok=True)
+        raise typer.Exit(children_exit(cfg.output_dir, subprocess.run(argv).returncode))
+    try:
+        result = run_train(cfg, force=force)
+    except CheaptuneError as err:
+        if child:
+            record_exit(cfg.output_dir, err.exit_code)
+        raise
+    if not result.summary:  # not the main process of a multi-process run: it reports nothing
+        return
     if as_json:
         from cheaptune.cli.output import emit_json
 
@@ -75,3 +109,8 @@ def train(
         s = result.summary
         typer.echo(f"done: {s['steps']} steps, {s['tokens']} tokens, final loss {s['final_train_loss']}; "
                    f"adapter and summary in {result.output_dir}")
+
+
+def _train_args(argv: list[str]) -> list[str]:
+    """This command's own arguments (after `train`), to hand on to the child processes."""
+    return argv[argv.index("train") + 1:] if "train" in argv else argv[2:]

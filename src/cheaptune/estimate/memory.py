@@ -24,6 +24,7 @@ from cheaptune.estimate.policy import (
     PRECISIONS,
     QUANTS,
 )
+from cheaptune.estimate.sharding import check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
@@ -48,7 +49,8 @@ class EstimateRequest:
     optimizer: str = "adamw"
     attn: str = "sdpa"
     gpus: int = 1
-    sharding: str | None = None
+    sharding: str | None = None  # ddp (default with gpus > 1) | fsdp | zero2 | zero3
+    offload: bool = False  # fsdp/zero: sharded model state in host RAM
     allow_long_context: bool = False
     full_sim: bool = False  # simulate every block instead of extrapolating from 1-2 periods
 
@@ -122,8 +124,9 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
         choice(quant, QUANTS, "--quant")
         if req.method != "qlora":
             raise BadInput(f"--quant {quant} needs --method qlora (it quantizes the frozen base weights)")
-    if req.gpus != 1 or req.sharding:
-        raise BadInput("--gpus/--sharding: multi-GPU estimates are not supported yet; estimate one GPU (--gpus 1)")
+    sharding = check_sharding(req.gpus, req.sharding, req.offload) if req.gpus != 1 or req.sharding else None
+    if req.offload and sharding is None:
+        raise BadInput("--offload needs --sharding fsdp, zero2 or zero3")
     if req.micro_batch < 1 or req.seq_len < 1:
         raise BadInput(f"--micro-batch and --seq-len must be >= 1 (got {req.micro_batch}, {req.seq_len})")
     if req.method in PEFT_METHODS and (req.lora_r < 1 or req.lora_alpha <= 0):
@@ -132,7 +135,7 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
     if ctx and req.seq_len > ctx and not req.allow_long_context:
         raise BadInput(f"--seq-len {req.seq_len} is beyond the model's context of {ctx} tokens; "
                        "lower it or pass --allow-long-context")
-    return dataclasses.replace(req, precision=precision, quant=quant)
+    return dataclasses.replace(req, precision=precision, quant=quant, sharding=sharding)
 
 
 def _inputs(req: EstimateRequest, label: str) -> dict:
@@ -142,9 +145,16 @@ def _inputs(req: EstimateRequest, label: str) -> dict:
 
 
 def estimate_memory(req: EstimateRequest) -> MemoryEstimate:
-    """Peak VRAM of one training step (step 2, steady state) on one GPU; cached on disk."""
+    """Peak VRAM of one training step (step 2, steady state) per GPU; cached on disk.
+
+    On several GPUs one GPU's step is simulated and then the model state is split (or replicated)
+    as the sharding does it (estimate.sharding); the micro-batch is per GPU either way.
+    """
     cfg, label = _model_config(req.model)
     req = normalize(req, cfg)
+    if req.gpus > 1:
+        single = estimate_memory(dataclasses.replace(req, gpus=1, sharding=None, offload=False))
+        return shard_estimate(single, req.gpus, req.sharding, req.offload, model_config=cfg)
     inputs = _inputs(req, label)
     k = cache.key(inputs, cfg)
     hit = cache.load(k)

@@ -103,16 +103,23 @@ def launch(
     }
 
 
+def remote_ref(mode: str, result: LaunchResult) -> str:
+    """How the registry names a launched run: the managed job id, or the cluster and its job id."""
+    if mode == "job":
+        return f"skypilot:job/{result.job_id}"
+    return f"skypilot:cluster/{result.cluster}/{result.job_id}"
+
+
 def _record(prep: Prepared, opts: LaunchOptions, result: LaunchResult, unset: list[str]) -> str:
     from cheaptune.runs.registry import Registry
 
     plan, offer = prep.plan, prep.plan.offer
     run = Registry().start_run(
         name=prep.task["name"], model=plan.model, method=plan.train.method, gpu=offer.gpu,
-        gpu_count=offer.gpu_count, provider=offer.provider, offer=describe(offer),
-        price_per_hour=offer.price_per_hour, budget_usd=plan.budget_usd,
+        gpu_count=offer.gpu_count * offer.num_nodes, provider=offer.provider, offer=describe(offer),
+        price_per_hour=offer.price_per_hour * offer.num_nodes, budget_usd=plan.budget_usd,
         cost_predicted_usd=plan.prediction.cost.total, peak_mem_predicted=plan.prediction.peak_vram_bytes,
-        output_dir=opts.checkpoint_dir,
+        output_dir=opts.checkpoint_dir, remote=remote_ref(opts.mode, result),
     )
     run.event("launched", {
         "backend": "skypilot", "mode": opts.mode, "job_id": result.job_id, "cluster": result.cluster,

@@ -54,6 +54,9 @@ def select_offers(plan: PlanFile, margin: float) -> Selection:
         cost = _total(alt, plan)
         if _key(alt) in seen:
             continue
+        if alt.num_nodes != plan.offer.num_nodes:  # one task has one num_nodes
+            skipped.append(f"{alt.provider} {alt.gpu}: {alt.num_nodes} nodes, the plan's offer has {plan.offer.num_nodes}")
+            continue
         if sky_cloud(alt.provider) is None:
             skipped.append(f"{alt.provider} {alt.gpu}: not a SkyPilot cloud")
         elif cost > best * (1 + margin):
@@ -67,7 +70,7 @@ def select_offers(plan: PlanFile, margin: float) -> Selection:
 
 
 def _key(o: Offer) -> tuple:
-    return (sky_cloud(o.provider) or o.provider, o.region, o.gpu, o.gpu_count, o.spot)
+    return (sky_cloud(o.provider) or o.provider, o.region, o.gpu, o.gpu_count, o.num_nodes, o.spot)
 
 
 def resource_entry(offer: Offer) -> dict:
@@ -142,12 +145,22 @@ NOTICE_CLOUDS = ("aws", "gcp", "azure")
 
 
 def offer_prices(offers: list[Offer]) -> dict[str, float]:
-    """Per SkyPilot cloud, the highest instance price among the chosen offers."""
+    """Per SkyPilot cloud, the highest hourly price of the whole job (instance price x nodes) among the
+    chosen offers: the meter on node 0 counts every node's GPUs."""
     prices: dict[str, float] = {}
     for o in offers:
         cloud = require_cloud(o.provider)
-        prices[cloud] = max(prices.get(cloud, 0.0), o.price_per_hour)
+        prices[cloud] = max(prices.get(cloud, 0.0), o.price_per_hour * o.num_nodes)
     return prices
+
+
+# torchrun's static rendezvous from what SkyPilot exports on every node; node 0 (the first IP) hosts it.
+# Used for every multi-GPU task (one node too), so single- and multi-node runs take the same path.
+TORCHRUN = (
+    "python3 -m torch.distributed.run --nnodes=$SKYPILOT_NUM_NODES --node_rank=$SKYPILOT_NODE_RANK "
+    '--master_addr=$(echo "$SKYPILOT_NODE_IPS" | head -n1) --master_port=29500 '
+    "--nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE -m cheaptune"
+)
 
 
 def _run_lines(plan: PlanFile, opts: LaunchOptions, offers: list[Offer]) -> list[str]:
@@ -160,8 +173,8 @@ def _run_lines(plan: PlanFile, opts: LaunchOptions, offers: list[Offer]) -> list
     if any(o.spot for o in offers):
         lines.append(_PICK_NOTICE)
         args += ' --spot-notice "$NOTICE"'
-    if any(o.gpu_count > 1 for o in offers):
-        lines.append(f"python3 -m torch.distributed.run --nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE -m cheaptune {args}")
+    if any(o.gpu_count > 1 or o.num_nodes > 1 for o in offers):
+        lines.append(f"{TORCHRUN} {args}")
     else:
         lines.append(f"cheaptune {args}")
     return lines
@@ -189,6 +202,8 @@ def build_task(plan: PlanFile, staged: Staged, staging_dir: str, opts: LaunchOpt
     }
     if not task["secrets"]:
         del task["secrets"]
+    if plan.offer.num_nodes > 1:
+        task["num_nodes"] = plan.offer.num_nodes
     return task, sel
 
 

@@ -36,6 +36,7 @@ class Offer(_Strict):
     provider: str
     gpu: str
     gpu_count: int = 1
+    num_nodes: int = Field(1, ge=1, description="instances in a multi-node job; gpu_count is per instance")
     region: str = "any"
     spot: bool = False
     kind: str = Field("on-demand", description="on-demand | spot | community | secure")

@@ -15,6 +15,8 @@ Each call opens its own short connection, so handles are safe to use from thread
 A run that dies without `finish` (SIGKILL, power loss) is found on the next read: its pid is gone on
 this host (checked with the process start time, so a reused pid does not fool it) and it is marked
 "killed"; a run on another host whose heartbeat is older than STALE_S reads as "lost".
+A run started elsewhere (`start_run(remote="skypilot:job/42")`, by `cheaptune launch`) is not tied to
+a local pid: it reads "launched" until `set_remote_status` records what the remote side reports.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class Registry:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.connect() as con:
             schema.create(con)
+            if "remote" not in {r[1] for r in con.execute("PRAGMA table_info(runs)")}:
+                con.execute("ALTER TABLE runs ADD COLUMN remote TEXT")  # registries from before remote runs
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
@@ -65,14 +69,19 @@ class Registry:
         finally:
             con.close()
 
-    def start_run(self, *, config: dict | None = None, run_id: str | None = None, **fields: Any) -> RunHandle:
-        """Record a new running run (segment 0) and return its handle; fields are RUN_COLUMNS."""
+    def start_run(self, *, config: dict | None = None, run_id: str | None = None, remote: str | None = None,
+                  **fields: Any) -> RunHandle:
+        """Record a new running run (segment 0) and return its handle; fields are RUN_COLUMNS.
+
+        `remote` (e.g. "skypilot:job/42") marks a run that executes elsewhere: status "launched", and
+        the reaper leaves it alone although the recording process exits."""
         now = time.time()
         rid = run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + uuid.uuid4().hex[:6]
         row = schema.check_fields(fields)
         if config is not None:
             row["config_json"], row["config_hash"] = schema.config_record(config)
-        row.update(id=rid, status="running", started_at=now, heartbeat_at=now, **_process_identity())
+        row.update(id=rid, status="launched" if remote else "running", started_at=now, heartbeat_at=now,
+                   remote=remote, **_process_identity())
         with self.connect() as con:
             cols = ", ".join(row)
             con.execute(f"INSERT INTO runs ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
@@ -147,11 +156,26 @@ class Registry:
             ]
         return run
 
+    def set_remote_status(self, remote: str, status: str) -> int:
+        """Record what the remote side reports for runs started with `remote` (`cheaptune launch --status`);
+        returns how many runs changed. Final statuses also close the run."""
+        if status not in (*STATUSES, "launched"):
+            raise ValueError(f"status must be one of launched, {', '.join(STATUSES)}")
+        now = time.time()
+        ended = None if status in ("launched", "running") else now
+        with self.connect() as con:
+            ids = [r[0] for r in con.execute("SELECT id FROM runs WHERE remote = ? AND status != ?", (remote, status))]
+            for rid in ids:
+                con.execute("UPDATE runs SET status = ?, ended_at = ?, heartbeat_at = ? WHERE id = ?", (status, ended, now, rid))
+                _event(con, rid, "remote_status", {"remote": remote, "status": status})
+        return len(ids)
+
     def reap(self) -> None:
         """Mark runs whose process died on this host without `finish` as killed (lost heartbeats elsewhere stay)."""
         host = socket.gethostname()
         with self.connect() as con:
-            rows = con.execute("SELECT id, pid, proc_start FROM runs WHERE status='running' AND host=?", (host,)).fetchall()
+            rows = con.execute("SELECT id, pid, proc_start FROM runs WHERE status='running' AND host=? AND remote IS NULL",
+                               (host,)).fetchall()
             for r in rows:
                 if not _alive(r["pid"], r["proc_start"]):
                     con.execute("UPDATE runs SET status='killed', ended_at=heartbeat_at WHERE id=? AND status='running'", (r["id"],))

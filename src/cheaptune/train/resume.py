@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 from cheaptune.errors import BadInput
@@ -20,17 +21,29 @@ def _warn(msg: str) -> None:
     print(f"warning: {msg}", flush=True)
 
 
+def _problem(ckpt: Path) -> str | None:
+    """What makes a checkpoint unusable for this run: a bad checksum, or a rank's state missing."""
+    from cheaptune.train.distributed import sharded_checkpoint_problem
+
+    return ck.verify(ckpt) or sharded_checkpoint_problem(ckpt, int(os.environ.get("WORLD_SIZE", "1")))
+
+
 def choose(resume: str, root: Path) -> Path | None:
-    """`auto`: the newest checkpoint that verifies (corrupt ones skipped with a warning); `never`: none;
-    otherwise the given checkpoint folder, which must verify."""
+    """`auto`: the newest checkpoint that verifies and holds every rank's state (others skipped with a
+    warning); `never`: none; otherwise the given checkpoint folder, which must pass both checks."""
     if resume == "never":
         return None
     if resume == "auto":
-        return ck.newest_valid(root, warn=_warn)
+        for ckpt in reversed(ck.list_checkpoints(root)):
+            problem = _problem(ckpt)
+            if problem is None:
+                return ckpt
+            _warn(f"skipping {ckpt}: {problem}")
+        return None
     path = Path(resume)
     if not path.is_dir():
         raise BadInput(f"resume: {path} is not a folder; use auto, never or a checkpoint-N folder")
-    problem = ck.verify(path)
+    problem = _problem(path)
     if problem is not None:
         raise BadInput(f"resume: checkpoint {path} does not verify ({problem}); use --resume auto to pick a good one")
     return path

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from transformers import TrainerCallback
 
 from cheaptune.errors import BadInput, BudgetStop, Preempted
 from cheaptune.train import checkpoints as ck
@@ -59,11 +62,43 @@ def _spot_poller(cfg: TrainConfig, flag: Any):
                        interval_s=cfg.spot_poll_seconds).start()
 
 
-def train(cfg: TrainConfig) -> TrainResult:
-    """Train to the end (exit 0), or stop resumably: Preempted (143) or BudgetStop (10) after a checkpoint."""
+def preflight(cfg: TrainConfig, force: bool = False) -> None:
+    """Refuse (Infeasible, exit 3) before any model loads when the plan's predicted cost is over the
+    budget; `force` starts anyway and the guard then stops the run at the cap. The guard re-projects
+    from the measured pace after the first steps."""
+    if cfg.budget_usd is None or cfg.price_per_hour is None or cfg.predicted_cost_usd is None:
+        return
+    from cheaptune.runs.meter import check_budget
+
+    check_budget(cfg.predicted_cost_usd, cfg.budget_usd, force)
+
+
+class _Finisher:
+    """Final registry status and the on-finish hook, on the main process only (run is None elsewhere)."""
+
+    def __init__(self, cfg: TrainConfig, run: Any) -> None:
+        self.cfg, self.run = cfg, run
+
+    def __call__(self, status: str, hook: bool = True, **fields: Any) -> None:
+        if self.run is None:
+            return
+        self.run.finish(status, **fields)
+        if hook:
+            guardrails.finish_hook(self.cfg, status)
+
+
+def train(cfg: TrainConfig, force: bool = False) -> TrainResult:
+    """Train to the end (exit 0), or stop resumably: Preempted (143) or BudgetStop (10) after a checkpoint.
+
+    Under torchrun/accelerate every rank runs this; only the main process prints progress, writes the
+    registry and runs the on-finish hook, and one callback shares stop decisions across ranks.
+    """
     _check(cfg)
+    preflight(cfg, force)
     from transformers import AutoTokenizer, set_seed
 
+    from cheaptune.runs.guard import GuardCallback, attach
+    from cheaptune.train import distributed
     from cheaptune.train.callbacks import ProgressCallback, TimedSaveCallback
     from cheaptune.train.methods import build_model, resolve_precision
     from cheaptune.train.preemption import PreemptionCallback, PreemptionFlag
@@ -73,10 +108,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     out_dir, root = Path(cfg.output_dir), cfg.checkpoint_root
     out_dir.mkdir(parents=True, exist_ok=True)
     root.mkdir(parents=True, exist_ok=True)
-    ck.clear_staging(root)
     resume_from = rs.choose(cfg.resume, root)
-    if resume_from is not None:
-        print(f"resuming from {resume_from}", flush=True)
 
     train_ds, eval_ds, fmt = load_data(cfg)
     set_seed(cfg.seed)
@@ -85,18 +117,26 @@ def train(cfg: TrainConfig) -> TrainResult:
     before = outputs.generate_samples(model, tokenizer, cfg.sample_prompts, cfg.sample_max_new_tokens) \
         if resume_from is None else []
 
-    run = guardrails.open_run(cfg, resuming=resume_from is not None)
     flag = PreemptionFlag()
     preempt = PreemptionCallback(flag)
-    callbacks: list[Any] = [preempt, ProgressCallback(out_dir / "train_log.jsonl"),
-                            guardrails.RegistryCallback(run)]
+    callbacks: list[Any] = [preempt]
     if cfg.save_minutes:
         callbacks.append(TimedSaveCallback(cfg.save_minutes))
-    from cheaptune.runs.guard import GuardCallback, attach
-
-    guard = GuardCallback(guardrails.guard_settings(cfg), run)
     trainer = build_trainer(cfg, prec, model, tokenizer, train_ds, eval_ds, fmt, callbacks)
+    main = trainer.is_world_process_zero()
+    if main:
+        ck.clear_staging(root)  # what a killed save left; other ranks must not race the main one here
+        if resume_from is not None:
+            print(f"resuming from {resume_from}", flush=True)
+    run = guardrails.open_run(cfg, resuming=resume_from is not None) if main else None
+    guard = GuardCallback(guardrails.guard_settings(cfg), run)
+    if main:
+        trainer.add_callback(ProgressCallback(out_dir / "train_log.jsonl"))
+        trainer.add_callback(_CostLine(guard))
+        trainer.add_callback(guardrails.RegistryCallback(run))
+    trainer.add_callback(distributed.sync_stop_callback())  # last: sees every other callback's decision
     attach(trainer, guard)
+    finish = _Finisher(cfg, run)
     flag.install()
     poller = _spot_poller(cfg, flag)
     start = time.monotonic()
@@ -104,8 +144,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     try:
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     except BaseException:
-        run.finish("failed", steps=trainer.state.global_step)
-        guardrails.finish_hook(cfg, "failed")
+        finish("failed", steps=trainer.state.global_step)
         raise
     finally:
         flag.uninstall()
@@ -117,32 +156,47 @@ def train(cfg: TrainConfig) -> TrainResult:
 
     if preempt.stopped_at is not None:
         took = trainer.last_save_seconds or 0.0
-        run.event("preempted", {"reason": flag.reason, "step": preempt.stopped_at, "save_s": took})
-        run.finish("preempted", steps=trainer.state.global_step)
+        if run is not None:
+            run.event("preempted", {"reason": flag.reason, "step": preempt.stopped_at, "save_s": took})
+        finish("preempted", hook=False, steps=trainer.state.global_step)
         raise Preempted(f"{flag.reason}: saved {trainer.last_checkpoint} in {took:.2f} s; "
                         "run the same command again to resume")
     if guard.stop_reason:
-        run.finish("budget-stopped", stop_reason=guard.stop_reason, steps=trainer.state.global_step)
-        guardrails.finish_hook(cfg, "budget-stopped")
+        finish("budget-stopped", stop_reason=guard.stop_reason, steps=trainer.state.global_step)
         raise BudgetStop(f"step {trainer.state.global_step}: {guard.stop_message}")
 
     final_eval = trainer.evaluate()["eval_loss"] if eval_ds is not None else None
+    if trainer.is_fsdp_enabled:  # one full state dict for the adapter/model files, not per-rank shards
+        trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
     trainer.save_model(str(out_dir))
-    tokenizer.save_pretrained(str(out_dir))
     after = outputs.generate_samples(trainer.model, tokenizer, cfg.sample_prompts, cfg.sample_max_new_tokens)
     extra: dict[str, Any] = {"resumed_from": str(resume_from) if resume_from else None}
     if cfg.sample_prompts:
         extra["samples"] = {"before": before, "after": after}
-    if cfg.merge:
-        extra["merged_dir"] = str(outputs.merge(cfg, out_dir, tokenizer))
-    tokens_segment = int(trainer.state.num_input_tokens_seen or 0) - tokens0
-    summary = outputs.write_summary(cfg, trainer.state, seconds=seconds, tokens_segment=tokens_segment,
-                                    final_eval_loss=final_eval, precision=prec.name, extra=extra)
-    run.finish("finished", steps=trainer.state.global_step, tokens=summary["tokens"],
+    summary: dict[str, Any] = {}
+    if main:
+        tokenizer.save_pretrained(str(out_dir))
+        if cfg.merge:
+            extra["merged_dir"] = str(outputs.merge(cfg, out_dir, tokenizer))
+        tokens_segment = int(trainer.state.num_input_tokens_seen or 0) - tokens0
+        summary = outputs.write_summary(cfg, trainer.state, seconds=seconds, tokens_segment=tokens_segment,
+                                        final_eval_loss=final_eval, precision=prec.name, extra=extra)
+        finish("finished", steps=trainer.state.global_step, tokens=summary["tokens"],
                tokens_per_s=summary["tokens_per_s"], train_loss=summary["final_train_loss"],
                eval_loss=final_eval, elapsed_s=seconds)
-    guardrails.finish_hook(cfg, "finished")
     return TrainResult(out_dir, summary, resume_from)
+
+
+class _CostLine(TrainerCallback):
+    """The guard's money figures under each progress line ('$1.23 of $10.00, ~$4.56 at ETA')."""
+
+    def __init__(self, guard: Any) -> None:
+        self.guard = guard
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        text = self.guard.progress_text()
+        if text:
+            print(f"  cost {text}", file=sys.stderr, flush=True)
 
 
 def _tokens_at(ckpt: Path) -> int:

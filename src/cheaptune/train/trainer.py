@@ -18,6 +18,7 @@ from trl import SFTConfig, SFTTrainer
 
 from cheaptune.train import checkpoints as ck
 from cheaptune.train.config import TrainConfig
+from cheaptune.train.distributed import save_checkpoint_all_ranks
 from cheaptune.train.methods import Precision
 
 # Test hooks for the kill tests. SAVE: "STEP:abort" SIGKILLs this process inside the save of
@@ -47,20 +48,8 @@ class AtomicSFTTrainer(SFTTrainer):
         return super()._get_output_dir(trial)
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
-        start = time.monotonic()
-        root = self.checkpoint_root
-        ck.clear_staging(root)
-        self._staging = True
-        try:
-            super()._save_checkpoint(model, trial)
-        finally:
-            self._staging = False
-        staged = ck.staging_dir(root) / f"checkpoint-{self.state.global_step}"
-        _save_hook(self.state.global_step)
-        self.last_checkpoint = ck.publish(staged, root)
-        ck.clear_staging(root)
-        ck.apply_retention(root, ck.Retention(self.keep_last))
-        self.last_save_seconds = time.monotonic() - start
+        # Every rank writes its part into staging between barriers; the main process publishes.
+        return save_checkpoint_all_ranks(self, model, trial)
 
 
 def _save_hook(step: int) -> None:
