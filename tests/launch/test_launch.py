@@ -114,3 +114,15 @@ def test_real_launch_without_cloud_exits_2_with_one_line(plan_file, tmp_path):
     lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
     assert proc.returncode == 2, proc.stderr
     assert lines[-1].startswith("error:") and "sky check" in lines[-1] and "Traceback" not in proc.stderr
+
+
+def test_status_sync_updates_launched_run(tmp_path, recorder):
+    plan = make_plan(offer("aws", "A100-80GB", 4.1, spot=True, total=5.0))
+    info = launcher.launch(plan, LaunchOptions(), recorder, tmp_path / "t.yaml", env={})
+    assert launcher.sync_status([{"job_id": 42, "status": "PENDING"}]) == 0
+    assert Registry().get_run(info["run_id"])["status"] == "launched"
+    assert launcher.sync_status([{"job_id": 42, "status": "RECOVERING"}]) == 1
+    assert Registry().get_run(info["run_id"])["status"] == "running"
+    assert launcher.sync_status([{"job_id": 42, "status": "SUCCEEDED"}, {"job_id": 7, "status": "FAILED"}]) == 1
+    run = Registry().get_run(info["run_id"])
+    assert run["status"] == "finished" and run["ended_at"] is not None

@@ -56,7 +56,10 @@ def launch(
             backend.cancel(cancel)
             result: object = {"cancelled": cancel}
         else:
+            from cheaptune.launch.launcher import sync_status
+
             result = backend.status(job)
+            sync_status(result)
         if as_json:
             emit_json(result)
         else:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-_STATUS_HELP = "Only runs with this status (running, finished, failed, budget-stopped, preempted, killed)."
+_STATUS_HELP = "Only runs with this status (running, finished, failed, budget-stopped, preempted, killed, launched, lost)."
 
 
 def _money(x) -> str:
@@ -29,8 +29,8 @@ def runs_cmd(
     from cheaptune.runs.registry import Registry
     from cheaptune.runs.schema import STATUSES
 
-    if status and status not in (*STATUSES, "lost"):
-        raise BadInput(f"--status must be one of {', '.join(STATUSES)} (got {status!r})")
+    if status and status not in (*STATUSES, "launched", "lost"):
+        raise BadInput(f"--status must be one of {', '.join((*STATUSES, 'launched', 'lost'))} (got {status!r})")
     rows = Registry().list_runs(status=status, model=model, limit=limit)
     if json_out:
         emit_json(rows)

@@ -127,3 +127,23 @@ def _record(prep: Prepared, opts: LaunchOptions, result: LaunchResult, unset: li
         "unset_secrets": unset,
     })
     return run.id
+
+
+# SkyPilot managed-job statuses -> our registry's; anything not listed (PENDING, STARTING, ...) stays "launched".
+_JOB_STATUS = {
+    "RUNNING": "running", "RECOVERING": "running", "SUCCEEDED": "finished", "CANCELLED": "killed",
+    "FAILED": "failed", "FAILED_SETUP": "failed", "FAILED_PRECHECKS": "failed", "FAILED_NO_RESOURCE": "failed",
+    "FAILED_CONTROLLER": "failed",
+}
+
+
+def sync_status(rows: list[dict]) -> int:
+    """Copy what `sky jobs queue` reports into the registry's launched runs; returns how many changed."""
+    from cheaptune.runs.registry import Registry
+
+    registry, changed = Registry(), 0
+    for row in rows:
+        status = _JOB_STATUS.get(str(row.get("status") or "").upper().removeprefix("MANAGEDJOBSTATUS."))
+        if status and row.get("job_id") is not None:
+            changed += registry.set_remote_status(f"skypilot:job/{row['job_id']}", status)
+    return changed
