@@ -1,0 +1,45 @@
+"""`cheaptune doctor CONFIG`: the common cost mistakes, checked on a training config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def doctor_command(
+    config: Path = typer.Argument(..., help="Training config YAML (Axolotl keys or HF aliases)."),
+    gpu: str | None = typer.Option(None, "--gpu", help="GPU it will run on (enables memory and bf16 checks)."),
+    spot: bool | None = typer.Option(None, "--spot/--on-demand", help="Whether it runs on spot (default: from spot_notice)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
+) -> None:
+    """Check a training config against the guide's common mistakes; prints one line of advice per finding."""
+    from cheaptune.plan.config_facts import facts_from_config, load_config
+    from cheaptune.plan.doctor import run_checks
+
+    cfg = load_config(config)
+    spec = None
+    fit = None
+    if gpu is not None:
+        from cheaptune.catalog.gpus import resolve_gpu
+
+        spec = resolve_gpu(gpu)
+        if cfg.base_model and cfg.method in ("full", "qlora"):
+            from cheaptune.catalog.models import resolve_model
+            from cheaptune.plan.sources import real_fit
+
+            fit = real_fit(resolve_model(cfg.base_model), cfg.sequence_len, 0.10, cfg.lora_r)
+    findings = run_checks(facts_from_config(cfg, spec, spot, fit))
+    if as_json:
+        from cheaptune.cli.output import emit_json
+
+        emit_json({"config": str(config), "findings": [f.to_dict() for f in findings]})
+        return
+    if not findings:
+        typer.echo(f"{config}: no findings")
+    for f in findings:
+        typer.echo(f"{f.severity}: [{f.code}] {f.message}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor_command)

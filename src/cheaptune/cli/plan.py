@@ -1,0 +1,91 @@
+"""`cheaptune plan`: the cheapest way to run a fine-tune, with its time, its cost and the reasons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def _csv(value: str | None) -> tuple[str, ...]:
+    return tuple(x.strip() for x in value.split(",") if x.strip()) if value else ()
+
+
+def plan_command(
+    model: str = typer.Argument(..., help="Model: catalog name, hub id, config.json or local model folder."),
+    dataset: Path | None = typer.Argument(None, help="Dataset file (JSONL/CSV/Parquet); or use --tokens / --examples."),
+    tokens: int | None = typer.Option(None, "--tokens", help="Training tokens per epoch (instead of a dataset)."),
+    examples: int | None = typer.Option(None, "--examples", help="Number of examples (with --avg-tokens)."),
+    avg_tokens: int | None = typer.Option(None, "--avg-tokens", help="Average tokens per example (default 512)."),
+    epochs: float = typer.Option(1.0, "--epochs", help="Passes over the data."),
+    seq_len: int = typer.Option(2048, "--seq-len", help="Sequence length (tokens per packed sequence)."),
+    effective_batch: int = typer.Option(16, "--effective-batch", help="Sequences per optimiser step."),
+    method: str = typer.Option("auto", "--method", help="auto (full, lora, qlora) or a comma list: full,lora,qlora,dora."),
+    lora_r: int = typer.Option(16, "--lora-r", help="LoRA rank for adapter methods."),
+    budget: float | None = typer.Option(None, "--budget", help="Most you will spend, USD."),
+    deadline: float | None = typer.Option(None, "--deadline", help="Latest finish, hours from launch."),
+    providers: str | None = typer.Option(None, "--providers", help="Only these providers (comma list)."),
+    exclude_providers: str | None = typer.Option(None, "--exclude-providers", help="Never these providers."),
+    gpus: str | None = typer.Option(None, "--gpus", help="Only these GPUs (comma list of catalog names)."),
+    spot: str = typer.Option("auto", "--spot", help="auto (compare), only, never."),
+    community: bool = typer.Option(True, "--community/--no-community", help="Allow community-cloud hosts."),
+    max_gpus: int = typer.Option(1, "--max-gpus", help="Accepted; multi-GPU plans come with the scale-out issue."),
+    headroom: float = typer.Option(0.10, "--headroom", help="Fraction of GPU memory kept free."),
+    objective: str = typer.Option("cost", "--objective", help="cost or time."),
+    top: int = typer.Option(8, "--top", help="Options to show."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print the plan as Markdown."),
+    save: Path | None = typer.Option(None, "--save", help="Write the plan file for train/launch (YAML)."),
+) -> None:
+    """Rank method x GPU x provider x spot by total cost (or time) and explain the choice."""
+    from cheaptune.catalog.gpus import resolve_gpu
+    from cheaptune.catalog.models import resolve_model
+    from cheaptune.errors import Infeasible
+    from cheaptune.estimate.throughput import ModelShape
+    from cheaptune.plan import planfile, render, sources
+    from cheaptune.plan.planner import make_plan
+    from cheaptune.plan.save import to_planfile
+    from cheaptune.plan.workload import Constraints, parse_methods
+
+    constraints = Constraints(
+        methods=parse_methods(method), budget_usd=budget, deadline_hours=deadline, providers=_csv(providers),
+        exclude_providers=_csv(exclude_providers), spot=spot.lower(), community=community, max_gpus=max_gpus,
+        headroom=headroom, objective=objective.lower(), top=top, lora_r=lora_r,
+        gpus=tuple(resolve_gpu(g).name for g in _csv(gpus)),
+    ).validate()
+    spec = resolve_model(model)
+    workload = sources.build_workload(spec, str(dataset) if dataset else None, tokens, examples, avg_tokens,
+                                      epochs, seq_len, effective_batch)
+    shape = ModelShape.from_config(spec.config, spec.params)
+    gpu_list, offers = sources.load_catalog()
+    fit = sources.real_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch)
+    context = spec.config.get("max_position_embeddings")
+    try:
+        result = make_plan(spec.id, shape, context, workload, constraints, gpu_list, offers, fit)
+    except Infeasible as err:
+        partial = getattr(err, "result", None)
+        if partial is not None:
+            _show(partial, as_json, markdown, render)
+        raise
+    _show(result, as_json, markdown, render)
+    if save is not None:
+        planfile.save(to_planfile(result, model, str(dataset) if dataset else None), save)
+        if not as_json:
+            typer.echo(f"plan saved to {save}", err=True)
+
+
+def _show(result, as_json: bool, markdown: bool, render) -> None:
+    if as_json:
+        from cheaptune.cli.output import emit_json
+
+        emit_json(render.to_json(result))
+    elif markdown:
+        typer.echo(render.to_markdown(result))
+    else:
+        from cheaptune.cli.output import console
+
+        render.print_rich(result, console())
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan_command)

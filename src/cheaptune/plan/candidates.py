@@ -1,0 +1,84 @@
+"""Stage 1: which (method, GPU) pairs fit in memory. One fit per (method, memory size), not per GPU.
+
+`fit` is passed in (the real one wraps estimate.memory.fit_micro_batch), so tests use a fake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class FitOutcome:
+    """What the memory estimator says for one method on one memory size."""
+
+    fits: bool
+    micro_batch: int = 0
+    grad_ckpt: bool = False
+    peak_bytes: int = 0  # device total at the chosen setting; when it does not fit: the least it needs
+    trainable_params: int = 0
+    total_params: int = 0
+    basis: str = ""
+
+
+FitFn = Callable[[str, int], FitOutcome]  # (method, gpu_memory_bytes) -> outcome
+
+
+@dataclass(frozen=True)
+class GpuFit:
+    method: str
+    gpu: Any  # GpuSpec
+    fit: FitOutcome
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    option: dict[str, Any]
+    reason: str
+    kind: str  # memory | hardware | budget | deadline | offers
+
+
+def gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def hardware_problem(method: str, gpu: Any) -> str | None:
+    """Things memory cannot fix: no 4-bit kernels for QLoRA on this board."""
+    if method == "qlora" and not getattr(gpu, "bnb_4bit", True):
+        return f"qlora on {gpu.name}: bitsandbytes 4-bit kernels do not support this GPU"
+    return None
+
+
+def fit_pair(
+    method: str, gpu: Any, fit: FitFn, headroom: float, cache: dict[tuple[str, int], FitOutcome]
+) -> GpuFit | Exclusion:
+    """Does `method` fit on `gpu`? `cache` shares one fit among GPUs of the same memory size."""
+    option = {"method": method, "gpu": gpu.name, "gpu_count": 1, "gpu_memory_bytes": gpu.memory_bytes}
+    problem = hardware_problem(method, gpu)
+    if problem:
+        return Exclusion(option, problem, "hardware")
+    key = (method, gpu.memory_bytes)
+    if key not in cache:
+        cache[key] = fit(method, gpu.memory_bytes)
+    out = cache[key]
+    if out.fits:
+        return GpuFit(method, gpu, out)
+    need = f"needs {gib(out.peak_bytes)}" if out.peak_bytes else "does not fit"
+    if 0 < out.peak_bytes <= gpu.memory_bytes:
+        need += f" plus {headroom:.0%} headroom"
+    label = "full fine-tune" if method == "full" else method
+    return Exclusion(option, f"{label} on {gpu.name}: {need}, has {gib(gpu.memory_bytes)}", "memory")
+
+
+def fit_all(
+    methods: Iterable[str], gpus: Iterable[Any], fit: FitFn, headroom: float = 0.0
+) -> tuple[list[GpuFit], list[Exclusion]]:
+    """Every (method, GPU) that fits, and why each other pair does not."""
+    gpus = list(gpus)
+    cache: dict[tuple[str, int], FitOutcome] = {}
+    results = [fit_pair(m, g, fit, headroom, cache) for m in methods for g in gpus]
+    return [r for r in results if isinstance(r, GpuFit)], [r for r in results if isinstance(r, Exclusion)]

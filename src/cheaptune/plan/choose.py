@@ -1,0 +1,75 @@
+"""Stage 4: keep the offers the user allows, drop options past the budget or deadline, rank the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from cheaptune.plan.candidates import Exclusion
+from cheaptune.plan.pricing import Option
+from cheaptune.plan.workload import Constraints
+
+
+def allowed_offers(offers: Iterable[Any], gpu_names: set[str], c: Constraints) -> tuple[list[Any], list[Exclusion]]:
+    """Offers for the GPUs in play that the provider/spot/community filters allow; single-GPU only for now."""
+    providers = {p.lower() for p in c.providers}
+    banned = {p.lower() for p in c.exclude_providers}
+    kept: list[Any] = []
+    multi: dict[str, int] = {}
+    for o in offers:
+        prov = o.provider.lower()
+        if o.gpu not in gpu_names or (providers and prov not in providers) or prov in banned:
+            continue
+        if (c.spot == "never" and o.spot) or (c.spot == "only" and not o.spot):
+            continue
+        if not c.community and o.kind == "community":
+            continue
+        if o.gpu_count != 1:
+            multi[o.gpu] = min(multi.get(o.gpu, 99), o.gpu_count)
+            continue
+        kept.append(o)
+    single = {o.gpu for o in kept}
+    excluded = [
+        Exclusion(
+            {"gpu": g, "gpu_count": n},
+            f"{g}: only {n}-GPU instances are offered; multi-GPU plans come with the scale-out issue",
+            "offers",
+        )
+        for g, n in sorted(multi.items())
+        if g not in single
+    ]
+    return kept, excluded
+
+
+def rank_key(objective: str):
+    if objective == "time":
+        return lambda o: (o.hours, o.total)
+    return lambda o: (o.total, o.hours)
+
+
+def apply_limits(options: list[Option], c: Constraints) -> tuple[list[Option], list[Exclusion]]:
+    """Drop options over budget or past the deadline; one exclusion per (method, GPU) with its best case."""
+    ok: list[Option] = []
+    worst: dict[tuple[str, str, str], tuple[Option, str]] = {}
+    for o in options:
+        reason = None
+        if c.budget_usd is not None and o.total > c.budget_usd:
+            reason = ("budget", f"{o.label()}: ${o.total:.2f} is over the ${c.budget_usd:.2f} budget")
+        elif c.deadline_hours is not None and o.hours > c.deadline_hours:
+            reason = ("deadline", f"{o.label()}: {o.hours:.1f} h is past the {c.deadline_hours:g} h deadline")
+        if reason is None:
+            ok.append(o)
+            continue
+        key = (o.method, o.gpu, reason[0])
+        if key not in worst or o.total < worst[key][0].total:
+            worst[key] = (o, reason[1])
+    excluded = [
+        Exclusion({"method": o.method, "gpu": o.gpu, "gpu_count": o.gpu_count, "provider": o.provider,
+                   "spot": o.spot, "total": o.total, "hours": o.hours}, why, kind)
+        for (_, _, kind), (o, why) in sorted(worst.items())
+    ]
+    return ok, excluded
+
+
+def rank(options: list[Option], objective: str) -> list[Option]:
+    return sorted(options, key=rank_key(objective))

@@ -1,0 +1,62 @@
+"""Facts for the doctor from a training config (Axolotl keys, read by cheaptune.train.config)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cheaptune.errors import BadInput
+from cheaptune.plan.doctor import Facts
+
+
+def load_config(path: str | Path) -> Any:
+    """The validated TrainConfig (the trainer's own loader, so doctor and train read a file the same way)."""
+    from cheaptune.train import config as train_config
+
+    return train_config.validate(train_config.read_yaml(path), where=str(path))
+
+
+def _context(base_model: str | None) -> tuple[Any, int | None]:
+    if not base_model:
+        return None, None
+    try:
+        from cheaptune.catalog.models import resolve_model
+
+        spec = resolve_model(base_model)
+    except BadInput:
+        return None, None
+    ctx = spec.config.get("max_position_embeddings") or spec.config.get("n_positions")
+    return spec, int(ctx) if ctx else None
+
+
+def facts_from_config(cfg: Any, gpu: Any = None, spot: bool | None = None, fit: Any = None) -> Facts:
+    """Map config keys onto Facts. `gpu` (a GpuSpec) and `fit` (a FitFn) enable the memory checks."""
+    spec, context = _context(cfg.base_model)
+    precision = "fp16" if cfg.fp16 else ("bf16" if cfg.bf16 else None)
+    on_spot = spot if spot is not None else cfg.spot_notice != "none"
+    facts = Facts(
+        method=cfg.method, seq_len=cfg.sequence_len, context_length=context, packing=cfg.sample_packing,
+        dataloader_workers=cfg.dataloader_num_workers, budget_usd=cfg.budget_usd, spot=on_spot,
+        checkpoint_minutes=cfg.save_minutes if cfg.save_minutes else (0.0 if cfg.save_steps else None),
+        precision=precision, per_second_billing=cfg.billing_unit_s <= 1,
+    )
+    if gpu is not None:
+        facts.gpu_name, facts.gpu_bf16, facts.gpu_memory_bytes = gpu.name, gpu.bf16, gpu.memory_bytes
+        facts.peak_bytes = cfg.predicted_peak_bytes
+        lora = _try_fit(fit, gpu) if cfg.method in ("full", "qlora") else None
+        if lora is not None:
+            if lora.fits and cfg.method == "full":
+                facts.peft_alternative = f"LoRA on the same {gpu.name}"
+            if lora.fits and cfg.method == "qlora":
+                facts.lora_same_gpu = f"micro-batch {lora.micro_batch}"
+    return facts
+
+
+def _try_fit(fit: Any, gpu: Any) -> Any:
+    """LoRA's fit on this GPU, or None when it cannot be estimated (the other checks say why)."""
+    if fit is None:
+        return None
+    try:
+        return fit("lora", gpu.memory_bytes)
+    except BadInput:
+        return None

@@ -1,0 +1,86 @@
+"""Stage 5: the recommendation in words, why-not for notable losers, and advice when nothing is feasible."""
+
+from __future__ import annotations
+
+from cheaptune.plan.candidates import Exclusion, gib
+from cheaptune.plan.pricing import Option
+from cheaptune.plan.workload import Constraints, Workload
+
+
+def why(best: Option, ranked: list[Option], objective: str) -> str:
+    fit = f"peak {gib(best.peak_vram_bytes)} of {gib(best.gpu_memory_bytes)}"
+    setting = f"micro-batch {best.micro_batch} x {best.grad_accum} accumulation" + (", gradient checkpointing" if best.grad_ckpt else "")
+    head = f"{best.label()}: ${best.total:.2f} expected in {best.hours:.1f} h"
+    reason = "the cheapest feasible option" if objective == "cost" else "the fastest feasible option"
+    runner = ""
+    if len(ranked) > 1:
+        nxt = ranked[1]
+        runner = f"; next best {nxt.label()} at ${nxt.total:.2f}"
+    spot = ""
+    if best.spot:
+        spot = f"; spot with checkpoints every {best.checkpoint_minutes:g} min (Young/Daly), pessimistic ${best.pessimistic_total:.2f}"
+    return f"{head} - {reason}; {fit}, {setting}{spot}{runner}."
+
+
+def _ratio(o: Option, best: Option, objective: str) -> str:
+    if objective == "time":
+        return f"{o.hours / max(best.hours, 1e-9):.1f}x the winner's time (${o.total:.2f})"
+    return f"{o.total / max(best.total, 1e-9):.1f}x the winner's cost (${o.total:.2f}, {o.hours:.1f} h)"
+
+
+def why_not(ranked: list[Option], excluded: list[Exclusion], objective: str, limit: int = 6) -> list[str]:
+    """The best option of each other method and kind, the fastest, and the memory exclusions that matter."""
+    if not ranked:
+        return []
+    best = ranked[0]
+    lines: list[str] = []
+    seen: set[tuple] = set()
+
+    def add(o: Option) -> None:
+        key = (o.method, o.gpu, o.spot)
+        if key not in seen:
+            seen.add(key)
+            mode = "spot" if o.spot else o.kind
+            lines.append(f"{o.method} on {o.gpu} {mode}: {_ratio(o, best, objective)}")
+
+    seen.add((best.method, best.gpu, best.spot))
+    for method in dict.fromkeys(o.method for o in ranked):  # the best of each other method
+        if method != best.method:
+            add(next(o for o in ranked if o.method == method))
+    for pred in (lambda o: o.spot != best.spot, lambda o: o.gpu != best.gpu):  # other pricing, other GPU
+        alt = next((o for o in ranked[1:] if pred(o)), None)
+        if alt is not None:
+            add(alt)
+    fastest = min(ranked, key=lambda o: o.hours)
+    if fastest is not best and (fastest.method, fastest.gpu, fastest.spot) not in seen:
+        lines.append(f"fastest, {fastest.label()}: {fastest.hours:.1f} h but {_ratio(fastest, best, 'cost')}")
+    mem = [e for e in excluded if e.kind == "memory"]
+    for method in dict.fromkeys(e.option["method"] for e in mem):
+        biggest = max((e for e in mem if e.option["method"] == method), key=lambda e: e.option["gpu_memory_bytes"])
+        lines.append(biggest.reason)
+    return lines[:limit]
+
+
+def feasibility_advice(excluded: list[Exclusion], c: Constraints, w: Workload, biggest_gpu: str | None) -> list[str]:
+    """What would make an infeasible request feasible, most useful first."""
+    kinds = {e.kind for e in excluded}
+    tips: list[str] = []
+    if "memory" in kinds:
+        if "qlora" not in c.methods:
+            tips.append("use QLoRA (--method qlora): 4-bit base weights need about a quarter of the memory")
+        if w.seq_len > 512:
+            tips.append(f"use shorter sequences (--seq-len {w.seq_len // 2}): activations shrink with them")
+        if biggest_gpu:
+            tips.append(f"allow a bigger GPU (the largest in the catalog is {biggest_gpu})")
+        tips.append("use more GPUs (multi-GPU plans come with the scale-out issue; --max-gpus is accepted now)")
+    if "budget" in kinds:
+        cheapest = min((e.option.get("total", float("inf")) for e in excluded if e.kind == "budget"), default=None)
+        if cheapest is not None:
+            tips.append(f"raise the budget (--budget {cheapest * 1.1:.2f}): the cheapest option costs ${cheapest:.2f}")
+    if "deadline" in kinds:
+        fastest = min((e.option.get("hours", float("inf")) for e in excluded if e.kind == "deadline"), default=None)
+        if fastest is not None:
+            tips.append(f"allow more time (--deadline {fastest * 1.1:.1f}): the fastest option takes {fastest:.1f} h")
+    if "offers" in kinds or not kinds:
+        tips.append("allow more offers: drop --providers/--exclude-providers, use --spot auto and --community")
+    return tips

@@ -1,0 +1,158 @@
+"""Stages 2-3: for each fitting (method, GPU) and each offer, time and money.
+
+Time = start-up + tokens x epochs / tokens per s (+ expected spot losses); money = compute billed in the
+offer's unit and minimum + storage + egress + expected spot loss. Pure over its arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from cheaptune.estimate import cost as money
+from cheaptune.estimate.spot import spot_overhead
+from cheaptune.estimate.throughput import ModelShape, estimate_throughput
+from cheaptune.plan.candidates import GpuFit
+from cheaptune.plan.workload import Workload
+
+SECONDS_PER_HOUR = money.SECONDS_PER_HOUR
+CHECKPOINTS_KEPT = 2  # the trainer keeps the last two checkpoints (save_total_limit)
+BF16_BYTES = 2
+HIGH_RISK_PREEMPTIONS = 1.0
+
+
+@dataclass
+class Option:
+    """One priced way to run the job; the fields the table and the JSON show."""
+
+    method: str
+    gpu: str
+    gpu_count: int
+    provider: str
+    region: str
+    spot: bool
+    kind: str
+    instance_type: str | None
+    price_per_hour: float
+    billing_unit_s: int
+    min_billed_s: int
+    peak_vram_bytes: int
+    gpu_memory_bytes: int
+    micro_batch: int
+    grad_accum: int
+    grad_ckpt: bool
+    tokens_per_s: float
+    hours: float
+    cost: dict[str, float]
+    pessimistic_total: float
+    risk: str
+    checkpoint_minutes: float | None
+    precision: str
+    details: dict[str, Any] = field(default_factory=dict)
+    offer: Any = field(default=None, repr=False, compare=False)  # the catalog Offer, not shown
+    spec: Any = field(default=None, repr=False, compare=False)  # the GpuSpec, not shown
+
+    @property
+    def total(self) -> float:
+        return self.cost["total"]
+
+    def label(self) -> str:
+        mode = "spot" if self.spot else self.kind
+        return f"{self.method} on {self.gpu} x{self.gpu_count} at {self.provider}/{self.region} ({mode})"
+
+
+def startup_seconds(shape: ModelShape, workload: Workload, consts: dict[str, float]) -> dict[str, float]:
+    """Seconds before the first step: provision, install, download and load the bf16 weights, tokenize."""
+    weight_bytes = shape.params * BF16_BYTES
+    return {
+        "provision": consts["provision_s"],
+        "install": consts["install_s"],
+        "download": weight_bytes / consts["download_bytes_per_s"],
+        "load": weight_bytes / consts["disk_read_bytes_per_s"],
+        "tokenize": workload.tokens / consts["dataset_tokenize_tokens_per_s"],
+    }
+
+
+def precision_for(gpu: Any) -> str:
+    return "bf16" if getattr(gpu, "bf16", False) else "fp16"
+
+
+def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, consts: dict[str, float]) -> Option:
+    """Time, cost and risk of one (method, GPU, offer)."""
+    fit, gpu = gf.fit, gf.gpu
+    accum = math.ceil(workload.effective_batch / max(1, min(fit.micro_batch, workload.effective_batch)))
+    micro = math.ceil(workload.effective_batch / accum)  # same steps, least overshoot of the effective batch
+    precision = precision_for(gpu)
+    tput = estimate_throughput(
+        shape, gpu, gf.method, workload.seq_len, micro, fit.grad_ckpt, fit.trainable_params, precision
+    )
+    train_s = workload.train_tokens / tput.tokens_per_s
+    start = startup_seconds(shape, workload, consts)
+    start_s = sum(start.values())
+    arts = money.artifact_sizes(gf.method, fit.total_params or shape.params, fit.trainable_params or shape.params)
+    price = float(offer.price_per_hour)
+    spot_est = None
+    if offer.spot:
+        rate = offer.interruption_per_hour
+        rate = consts["default_spot_interruptions_per_hour"] if rate is None else float(rate)
+        ckpt_s = arts.checkpoint_bytes / consts["disk_write_bytes_per_s"]
+        restart_s = start_s - start["tokenize"] + arts.checkpoint_bytes / consts["disk_read_bytes_per_s"]
+        spot_est = spot_overhead(train_s, rate, ckpt_s, restart_s)
+    extra_s = spot_est.expected_extra_s if spot_est else 0.0
+    wall_s = start_s + train_s + extra_s
+    hours = wall_s / SECONDS_PER_HOUR
+    kept_gb = (workload.dataset_bytes + CHECKPOINTS_KEPT * arts.checkpoint_bytes) / money.BYTES_PER_GB
+    parts = {
+        "compute": money.compute_cost(start_s + train_s, price, offer.billing_unit_s, offer.min_billed_s),
+        "storage": money.storage_cost(kept_gb, hours, float(offer.storage_gb_month or 0.0)),
+        "egress": money.egress_cost(arts.shipped_bytes(gf.method) / money.BYTES_PER_GB, offer.egress_per_gb),
+        "spot_overhead": extra_s / SECONDS_PER_HOUR * price,
+    }
+    cost = money.cost_summary(parts)
+    pessimistic = cost["total"]
+    if spot_est:
+        pessimistic += (spot_est.pessimistic_extra_s - extra_s) / SECONDS_PER_HOUR * price
+    risk = "low"
+    if spot_est:
+        risk = "high" if spot_est.expected_preemptions >= HIGH_RISK_PREEMPTIONS else "medium"
+    return Option(
+        method=gf.method,
+        gpu=gpu.name,
+        gpu_count=1,
+        provider=offer.provider,
+        region=offer.region,
+        spot=bool(offer.spot),
+        kind=offer.kind,
+        instance_type=offer.instance_type,
+        price_per_hour=price,
+        billing_unit_s=int(offer.billing_unit_s),
+        min_billed_s=int(offer.min_billed_s),
+        peak_vram_bytes=fit.peak_bytes,
+        gpu_memory_bytes=gpu.memory_bytes,
+        micro_batch=micro,
+        grad_accum=accum,
+        grad_ckpt=fit.grad_ckpt,
+        tokens_per_s=round(tput.tokens_per_s, 1),
+        hours=round(hours, 4),
+        cost=cost,
+        pessimistic_total=round(pessimistic, 4),
+        risk=risk,
+        checkpoint_minutes=round(spot_est.interval_s / 60, 1) if spot_est else None,
+        precision=precision,
+        details={
+            "throughput": tput.to_dict(),
+            "startup_s": {k: round(v, 1) for k, v in start.items()},
+            "train_hours": round(train_s / SECONDS_PER_HOUR, 4),
+            "spot": spot_est.to_dict() if spot_est else None,
+            "shipped_bytes": arts.shipped_bytes(gf.method),
+            "checkpoint_bytes": arts.checkpoint_bytes,
+            "trainable_params": fit.trainable_params,
+            "memory_basis": fit.basis,
+            "billed_overhead_usd": round(parts["compute"] - train_s / SECONDS_PER_HOUR * price, 4),
+            "egress_merged_usd": round(money.egress_cost(arts.merged_bytes / money.BYTES_PER_GB, offer.egress_per_gb), 4),
+            "egress_adapter_usd": round(money.egress_cost(arts.adapter_bytes / money.BYTES_PER_GB, offer.egress_per_gb), 4),
+        },
+        offer=offer,
+        spec=gpu,
+    )

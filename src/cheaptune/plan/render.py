@@ -1,0 +1,104 @@
+"""Showing a plan: the JSON document, a rich table, Markdown. Computing stays in the planner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cheaptune.plan.candidates import GIB
+from cheaptune.plan.planner import PlanResult
+from cheaptune.plan.pricing import Option
+
+WIDE = 170
+OPTION_KEYS = ("method", "gpu", "gpu_count", "provider", "region", "spot", "kind", "instance_type", "price_per_hour",
+               "peak_vram_bytes", "gpu_memory_bytes", "micro_batch", "grad_accum", "grad_ckpt", "tokens_per_s",
+               "hours", "risk", "checkpoint_minutes", "precision", "pessimistic_total")
+
+
+def option_dict(o: Option, details: bool = False) -> dict[str, Any]:
+    d = {k: getattr(o, k) for k in OPTION_KEYS}
+    d["cost"] = dict(o.cost)
+    if details:
+        d["details"] = o.details
+    return d
+
+
+def to_json(r: PlanResult) -> dict[str, Any]:
+    w = r.workload
+    return {
+        "model": r.model_id,
+        "workload": {"tokens": w.tokens, "epochs": w.epochs, "seq_len": w.seq_len, "effective_batch": w.effective_batch,
+                     "examples": w.examples, "tokens_exact": w.tokens_exact, "tokens_basis": w.tokens_basis},
+        "objective": r.constraints.objective,
+        "options": [option_dict(o, details=i == 0) for i, o in enumerate(r.options[: r.constraints.top])],
+        "recommended": option_dict(r.recommended, details=True) if r.recommended else None,
+        "why": r.why,
+        "why_not": r.why_not,
+        "excluded": [{"option": e.option, "reason": e.reason, "kind": e.kind} for e in r.excluded],
+        "warnings": [f.to_dict() for f in r.warnings],
+        "notes": r.notes,
+        "advice": r.advice,
+    }
+
+
+def _row(o: Option) -> list[str]:
+    c = o.cost
+    mode = "spot" if o.spot else o.kind
+    return [
+        o.method, f"{o.gpu} x{o.gpu_count}", f"{o.provider}/{o.region}", mode,
+        f"{o.peak_vram_bytes / GIB:.1f}/{o.gpu_memory_bytes / GIB:.0f} GiB",
+        f"{o.micro_batch}/{o.grad_accum}/{'on' if o.grad_ckpt else 'off'}", f"{o.tokens_per_s:,.0f}", f"{o.hours:.2f}",
+        f"{c['compute']:.2f}", f"{c['storage'] + c['egress']:.2f}", f"{c['spot_overhead']:.2f}", f"{c['total']:.2f}", o.risk,
+    ]
+
+
+HEADERS = ["method", "GPU", "provider/region", "pricing", "peak VRAM", "mb/accum/ckpt", "tok/s", "hours",
+           "$ compute", "$ stor+egress", "$ spot loss", "$ total", "risk"]
+
+
+def _text_sections(r: PlanResult) -> list[tuple[str, list[str]]]:
+    w = r.workload
+    head = [f"{r.model_id}: {w.tokens:,} tokens/epoch ({w.tokens_basis}) x {w.epochs:g} epochs, seq {w.seq_len}, "
+            f"effective batch {w.effective_batch}"]
+    return [
+        ("Plan", head),
+        ("Recommendation", [r.why] if r.why else []),
+        ("Why not the others", r.why_not),
+        ("Warnings", [f"[{f.code}] {f.message}" for f in r.warnings]),
+        ("Notes", r.notes),
+        ("What would make it feasible", r.advice),
+    ]
+
+
+def print_rich(r: PlanResult, console: Any) -> None:
+    from rich.table import Table
+
+    if not console.is_terminal and console.width < WIDE:
+        console.width = WIDE  # piped output: do not squeeze the table into 80 columns
+    title, head = _text_sections(r)[0]
+    console.print(f"[bold]{title}[/bold]: {head[0]}")
+    if r.options:
+        table = Table(show_lines=False, header_style="bold")
+        for h in HEADERS:
+            table.add_column(h, justify="right" if h.startswith(("$", "tok", "hours")) else "left")
+        for o in r.options[: r.constraints.top]:
+            table.add_row(*_row(o))
+        console.print(table)
+    for name, lines in _text_sections(r)[1:]:
+        if lines:
+            console.print(f"[bold]{name}[/bold]")
+            for line in lines:
+                console.print(f"  - {line}", highlight=False, markup=False)
+
+
+def to_markdown(r: PlanResult) -> str:
+    out = []
+    for name, lines in _text_sections(r)[:1]:
+        out += [f"## {name}", "", lines[0], ""]
+    if r.options:
+        out += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+        out += ["| " + " | ".join(_row(o)) + " |" for o in r.options[: r.constraints.top]]
+        out.append("")
+    for name, lines in _text_sections(r)[1:]:
+        if lines:
+            out += [f"### {name}", ""] + [f"- {line}" for line in lines] + [""]
+    return "\n".join(out)

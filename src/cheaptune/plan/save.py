@@ -1,0 +1,45 @@
+"""Turning a plan result into the plan file that `train --plan` and `launch` read."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import cheaptune
+from cheaptune.plan import planfile
+from cheaptune.plan.planner import PlanResult
+from cheaptune.plan.pricing import Option
+
+
+def _offer(o: Option) -> planfile.Offer:
+    return planfile.Offer(
+        provider=o.provider, gpu=o.gpu, gpu_count=o.gpu_count, region=o.region, spot=o.spot, kind=o.kind,
+        instance_type=o.instance_type, price_per_hour=o.price_per_hour, billing_unit_s=o.billing_unit_s,
+        min_billed_s=o.min_billed_s, total_cost=o.total,
+    )
+
+
+def to_planfile(r: PlanResult, model: str, dataset: str | None = None) -> planfile.PlanFile:
+    best = r.recommended
+    if best is None:
+        raise ValueError("an infeasible plan has nothing to save")
+    w = r.workload
+    train = planfile.TrainSettings(
+        method=best.method, lora_r=None if best.method == "full" else r.constraints.lora_r,
+        lora_alpha=None if best.method == "full" else 2 * r.constraints.lora_r,
+        lora_targets=None if best.method == "full" else "all-linear",
+        precision=f"{best.precision}-mixed", quant="nf4" if best.method == "qlora" else None,
+        micro_batch=best.micro_batch, grad_accum=best.grad_accum, grad_ckpt=best.grad_ckpt, seq_len=w.seq_len,
+        epochs=w.epochs, checkpoint_minutes=best.checkpoint_minutes,
+    )
+    cost = {k: best.cost[k] for k in ("compute", "storage", "egress", "spot_overhead", "total")}
+    prediction = planfile.Prediction(
+        peak_vram_bytes=best.peak_vram_bytes, gpu_memory_bytes=best.gpu_memory_bytes, tokens=w.tokens,
+        tokens_per_s=best.tokens_per_s, hours=best.hours,
+        cost=planfile.CostBreakdown(**cost, pessimistic_total=best.pessimistic_total if best.spot else None),
+    )
+    return planfile.PlanFile(
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), cheaptune_version=cheaptune.__version__,
+        model=model, dataset=dataset, train=train, offer=_offer(best), prediction=prediction,
+        budget_usd=r.constraints.budget_usd, deadline_hours=r.constraints.deadline_hours,
+        alternatives=[_offer(o) for o in r.alternatives()],
+    )

@@ -1,0 +1,94 @@
+"""What the user asks for: the job (tokens, epochs, batch) and the constraints on where it may run."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from cheaptune.errors import BadInput
+
+OBJECTIVES = ("cost", "time")
+SPOT_MODES = ("auto", "only", "never")
+AUTO_METHODS = ("full", "lora", "qlora")
+KNOWN_METHODS = ("full", "lora", "qlora", "dora")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The training job: tokens per epoch and how they are batched."""
+
+    tokens: int
+    epochs: float = 1.0
+    seq_len: int = 2048
+    effective_batch: int = 16  # sequences per optimiser step
+    examples: int | None = None
+    tokens_exact: bool = False
+    tokens_basis: str = "given"
+    dataset_bytes: int = 0
+
+    @property
+    def train_tokens(self) -> float:
+        return self.tokens * self.epochs
+
+    @property
+    def sequences(self) -> int:
+        """Sequences per epoch with packing (the trainer packs by default)."""
+        return max(1, math.ceil(self.tokens / self.seq_len))
+
+    def validate(self) -> Workload:
+        if self.tokens <= 0:
+            raise BadInput("the dataset has no tokens; pass a non-empty dataset or --tokens N with N > 0")
+        if self.epochs <= 0:
+            raise BadInput(f"--epochs must be > 0; got {self.epochs}")
+        if self.seq_len < 16:
+            raise BadInput(f"--seq-len must be at least 16; got {self.seq_len}")
+        if self.effective_batch < 1:
+            raise BadInput(f"--effective-batch must be >= 1; got {self.effective_batch}")
+        return self
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Where and how the job may run, and what the ranking optimises."""
+
+    methods: tuple[str, ...] = AUTO_METHODS
+    budget_usd: float | None = None
+    deadline_hours: float | None = None
+    providers: tuple[str, ...] = ()
+    exclude_providers: tuple[str, ...] = ()
+    spot: str = "auto"
+    community: bool = True
+    max_gpus: int = 1
+    headroom: float = 0.10
+    objective: str = "cost"
+    top: int = 8
+    lora_r: int = 16
+    gpus: tuple[str, ...] = field(default=())  # restrict to these canonical GPU names (empty: all)
+
+    def validate(self) -> Constraints:
+        if self.objective not in OBJECTIVES:
+            raise BadInput(f"--objective must be one of {', '.join(OBJECTIVES)}; got {self.objective!r}")
+        if self.spot not in SPOT_MODES:
+            raise BadInput(f"--spot must be one of {', '.join(SPOT_MODES)}; got {self.spot!r}")
+        if not 0 <= self.headroom < 0.9:
+            raise BadInput(f"--headroom is a fraction of GPU memory in [0, 0.9); got {self.headroom}")
+        for m in self.methods:
+            if m not in KNOWN_METHODS:
+                raise BadInput(f"--method {m!r} is not planned; use auto or one of {', '.join(KNOWN_METHODS)}")
+        if self.budget_usd is not None and self.budget_usd <= 0:
+            raise BadInput(f"--budget must be a positive amount of USD; got {self.budget_usd}")
+        if self.deadline_hours is not None and self.deadline_hours <= 0:
+            raise BadInput(f"--deadline must be a positive number of hours; got {self.deadline_hours}")
+        if self.max_gpus < 1 or self.top < 1:
+            raise BadInput("--max-gpus and --top must be at least 1")
+        return self
+
+
+def parse_methods(value: str) -> tuple[str, ...]:
+    """'auto' -> the methods auto compares; 'lora,qlora' -> those."""
+    if value.strip().lower() == "auto":
+        return AUTO_METHODS
+    methods = tuple(m.strip().lower() for m in value.split(",") if m.strip())
+    if not methods:
+        raise BadInput("--method is empty; use auto or one of " + ", ".join(KNOWN_METHODS))
+    return methods

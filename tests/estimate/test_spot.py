@@ -1,0 +1,46 @@
+"""Young/Daly interval, closed-form spot overhead, and the Monte-Carlo check (agree within 5%)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from cheaptune.estimate import spot
+
+
+def test_young_daly():
+    assert spot.young_daly_interval(60, 3600 * 10) == pytest.approx(math.sqrt(2 * 60 * 36000))
+
+
+def test_no_preemptions_no_overhead():
+    est = spot.spot_overhead(3600, 0.0, 30, 300)
+    assert est.expected_extra_s == 0 and est.expected_preemptions == 0
+
+
+def test_overhead_grows_with_rate_and_pessimistic_bound_is_higher():
+    low = spot.spot_overhead(10 * 3600, 0.02, 60, 600)
+    high = spot.spot_overhead(10 * 3600, 0.2, 60, 600)
+    assert 0 < low.expected_extra_s < high.expected_extra_s
+    assert high.pessimistic_extra_s > high.expected_extra_s
+    assert high.interval_s < low.interval_s  # more preemptions -> checkpoint more often
+
+
+def test_young_daly_interval_is_near_optimal():
+    work, rate, c, r = 20 * 3600, 0.1 / 3600, 120, 600
+    tau = spot.young_daly_interval(c, 1 / rate)
+    best = spot.expected_wall_s(work, rate, tau, c, r)
+    for factor in (0.25, 4.0):
+        assert spot.expected_wall_s(work, rate, tau * factor, c, r) > best
+
+
+@pytest.mark.parametrize("rate_per_hour", [0.05, 0.3, 1.0])
+def test_closed_form_agrees_with_monte_carlo(rate_per_hour):
+    work, c, r = 8 * 3600, 90, 420
+    rate = rate_per_hour / 3600
+    tau = min(spot.young_daly_interval(c, 1 / rate), work)
+    closed = spot.expected_wall_s(work, rate, tau, c, r)
+    simulated = spot.monte_carlo_wall_s(work, rate, tau, c, r, runs=3000, seed=1)
+    extra_closed, extra_sim = closed - work, simulated - work
+    assert simulated == pytest.approx(closed, rel=0.05)
+    assert extra_sim == pytest.approx(extra_closed, rel=0.10)  # the overhead itself, stricter check

@@ -1,0 +1,62 @@
+"""Small hand-made catalogs and a fake memory fit, so planner tests run without the real estimator."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from cheaptune.estimate.throughput import ModelShape
+from cheaptune.plan.candidates import FitOutcome
+
+GIB = 1024**3
+SHAPE_7B = ModelShape(params=6_738_000_000, hidden=4096, layers=32, vocab=32000, tied_embeddings=False)
+NEEDS = {"full": 70 * GIB, "lora": 17 * GIB, "qlora": 8 * GIB, "dora": 18 * GIB}
+TRAINABLE = {"full": 6_738_000_000, "lora": 40_000_000, "qlora": 40_000_000, "dora": 41_000_000}
+PER_SEQ = 2 * GIB
+
+
+def gpu(name, mem_gib, arch="ampere", tier="datacenter", tflops=312.0, bw=1555, bf16=True, bnb_4bit=True):
+    return SimpleNamespace(name=name, memory_gib=mem_gib, memory_bytes=int(mem_gib * GIB), arch=arch, tier=tier,
+                           bf16=bf16, bf16_tflops=tflops if bf16 else None, fp16_tflops=tflops, fp32_tflops=tflops / 16,
+                           mem_bw_gbs=bw, bnb_4bit=bnb_4bit)
+
+
+GPUS = [
+    gpu("RTX4090", 24, arch="ada", tier="consumer", tflops=165.2, bw=1008),
+    gpu("A100-80GB", 80, tflops=312.0, bw=2039),
+    gpu("H100", 80, arch="hopper", tflops=989.4, bw=3350),
+    gpu("T4", 15, arch="turing", tflops=65.0, bw=320, bf16=False),
+]
+
+
+def offer(provider, gpu_name, price, spot=False, kind=None, count=1, unit=1, minimum=0, egress=0.0,
+          storage=0.10, rate=None, region="r1"):
+    return SimpleNamespace(provider=provider, kind=kind or ("spot" if spot else "on-demand"), gpu=gpu_name,
+                           gpu_count=count, instance_type=f"{gpu_name}-x{count}", region=region,
+                           price_per_hour=price, billing_unit_s=unit, min_billed_s=minimum, storage_gb_month=storage,
+                           egress_per_gb=egress, interruption_per_hour=rate, notice_s=30, spot=spot,
+                           source="test", date="2026-11-30")
+
+
+OFFERS = [
+    offer("cheapcloud", "RTX4090", 0.40, kind="community"),
+    offer("cheapcloud", "RTX4090", 0.25, spot=True, rate=0.1),
+    offer("bigcloud", "A100-80GB", 3.40, unit=1, minimum=60, egress=0.09),
+    offer("bigcloud", "A100-80GB", 1.10, spot=True, rate=0.1, egress=0.09),
+    offer("gpucloud", "H100", 2.50, unit=60),
+    offer("bigcloud", "H100", 55.04, count=8),
+    offer("oldcloud", "T4", 0.20, unit=3600, minimum=3600),
+]
+
+
+def fake_fit(headroom=0.10, needs=None):
+    needs = needs or NEEDS
+
+    def fit(method: str, mem: int) -> FitOutcome:
+        usable = mem * (1 - headroom)
+        need = needs[method]
+        if need > usable:
+            return FitOutcome(False, peak_bytes=need)
+        micro = int((usable - need) // PER_SEQ) + 1
+        return FitOutcome(True, micro, False, need + (micro - 1) * PER_SEQ, TRAINABLE[method], SHAPE_7B.params, "fake")
+
+    return fit

@@ -1,0 +1,78 @@
+"""Each doctor check fires on its mistake and stays quiet otherwise; `cheaptune doctor CONFIG`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cheaptune.plan import doctor
+from cheaptune.plan.doctor import Facts, run_checks
+
+GIB = 1024**3
+CLEAN = Facts(method="lora", gpu_name="A100", gpu_bf16=True, precision="bf16", peak_bytes=40 * GIB,
+              gpu_memory_bytes=80 * GIB, spot=False, budget_usd=10.0, seq_len=2048, context_length=4096,
+              tokens_per_s=5000, packing=True, dataloader_workers=2, overhead_share=0.05, per_second_billing=True,
+              egress_merged_usd=0.0, egress_adapter_usd=0.0, total_usd=5.0)
+
+
+def codes(**changes) -> set[str]:
+    import dataclasses
+
+    return {f.code for f in run_checks(dataclasses.replace(CLEAN, **changes))}
+
+
+def test_clean_facts_have_no_findings():
+    assert run_checks(CLEAN) == []
+
+
+@pytest.mark.parametrize("changes, code", [
+    ({"peak_bytes": 78 * GIB}, "thin_headroom"),
+    ({"method": "full", "peft_alternative": "lora on A100 ($2.00)"}, "full_where_peft_fits"),
+    ({"method": "qlora", "lora_same_gpu": "$2.00 vs $3.00"}, "qlora_where_lora_fits"),
+    ({"spot_alternative": "spot at aws would cost $1.00"}, "on_demand_where_spot_ok"),
+    ({"spot": True, "checkpoint_minutes": None}, "spot_without_checkpoints"),
+    ({"spot": True, "checkpoint_minutes": 240.0}, "spot_without_checkpoints"),
+    ({"budget_usd": None}, "no_budget"),
+    ({"gpu_bf16": False, "precision": None}, "no_bf16"),
+    ({"seq_len": 8192}, "seq_beyond_context"),
+    ({"overhead_share": 0.6}, "short_job"),
+    ({"egress_merged_usd": 2.0}, "merged_egress"),
+    ({"packing": False}, "data_starvation"),
+    ({"tokens_per_s": 50_000, "dataloader_workers": 0}, "data_starvation"),
+])
+def test_each_check_fires(changes, code):
+    assert code in codes(**changes)
+
+
+def test_every_check_has_a_test_and_one_line_messages():
+    tested = {"thin_headroom", "full_where_peft_fits", "qlora_where_lora_fits", "on_demand_where_spot_ok",
+              "spot_without_checkpoints", "no_budget", "no_bf16", "seq_beyond_context", "short_job", "merged_egress",
+              "data_starvation"}
+    assert {c.__name__ for c in doctor.CHECKS} == tested
+    worst = Facts(method="full", peft_alternative="x", spot=True, gpu_bf16=False, gpu_name="T4", seq_len=9000,
+                  context_length=4096, packing=False, overhead_share=0.9, egress_merged_usd=9.0, total_usd=10.0,
+                  peak_bytes=15 * GIB, gpu_memory_bytes=15 * GIB)
+    for f in run_checks(worst):
+        assert "\n" not in f.message and f.severity in ("warn", "info")
+
+
+def test_doctor_cli_on_axolotl_config(tmp_path, run_cli):
+    cfg = tmp_path / "qlora.yml"
+    cfg.write_text("base_model: meta-llama/Llama-2-7b-hf\nadapter: qlora\nsequence_len: 8192\n"
+                   "sample_packing: false\nspot_notice: aws\n")
+    code, out, err = run_cli("doctor", str(cfg), "--gpu", "T4", "--json")
+    assert code == 0, err
+    found = {f["code"] for f in json.loads(out)["findings"]}
+    assert {"spot_without_checkpoints", "no_budget", "no_bf16", "seq_beyond_context", "data_starvation"} <= found
+    code, out, _ = run_cli("doctor", str(cfg))
+    assert code == 0 and "[no_budget]" in out
+
+
+def test_doctor_cli_bad_config_is_exit_2(tmp_path, run_cli):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("sequence_len: [oops\n")
+    code, _, err = run_cli("doctor", str(bad))
+    assert code == 2 and "error:" in err and "Traceback" not in err
+    code, _, err = run_cli("doctor", str(tmp_path / "missing.yml"))
+    assert code == 2

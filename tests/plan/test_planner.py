@@ -1,0 +1,142 @@
+"""The planner pipeline over small hand-made catalogs and a fake memory fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from cheaptune.errors import BadInput, Infeasible
+from cheaptune.plan.planner import make_plan
+from cheaptune.plan.workload import Constraints, Workload
+from tests.plan.fakes import GPUS, OFFERS, SHAPE_7B, fake_fit, offer
+
+W = Workload(tokens=20_000_000, epochs=2, seq_len=2048, effective_batch=16)
+
+
+def plan(c=Constraints(), w=W, offers=OFFERS, gpus=GPUS, fit=None):
+    return make_plan("test-7b", SHAPE_7B, 4096, w, c, gpus, offers, fit or fake_fit())
+
+
+def test_ranked_by_cost_and_recommended_is_cheapest():
+    r = plan()
+    totals = [o.total for o in r.options]
+    assert totals == sorted(totals)
+    assert r.recommended is r.options[0]
+    assert r.recommended.total == min(totals)
+    for o in r.options:
+        assert o.cost["total"] == pytest.approx(sum(o.cost[k] for k in ("compute", "storage", "egress", "spot_overhead")), abs=1e-3)
+        assert o.peak_vram_bytes <= o.gpu_memory_bytes * 0.9 + 1
+        assert o.micro_batch * o.grad_accum >= W.effective_batch
+
+
+def test_objective_time_ranks_by_hours():
+    r = plan(Constraints(objective="time"))
+    hours = [o.hours for o in r.options]
+    assert hours == sorted(hours)
+    assert r.recommended.gpu == "H100"
+
+
+def test_memory_exclusions_have_need_and_have():
+    r = plan()
+    reasons = [e.reason for e in r.excluded if e.kind == "memory"]
+    assert any(x.startswith("full fine-tune on RTX4090: needs 70.0 GiB, has 24.0 GiB") for x in reasons)
+    assert not any(o.method == "full" and o.gpu == "RTX4090" for o in r.options)
+
+
+def test_multi_gpu_only_offers_are_excluded_with_reason():
+    r = plan(offers=[offer("bigcloud", "H100", 55.04, count=8), offer("x", "A100-80GB", 2.0)])
+    assert any("8-GPU instances" in e.reason for e in r.excluded)
+    assert {o.gpu for o in r.options} == {"A100-80GB"}
+
+
+def test_spot_filters():
+    assert all(not o.spot for o in plan(Constraints(spot="never")).options)
+    assert all(o.spot for o in plan(Constraints(spot="only")).options)
+    assert all(o.kind != "community" for o in plan(Constraints(community=False)).options)
+    spot = [o for o in plan().options if o.spot]
+    assert spot and all(o.cost["spot_overhead"] > 0 and o.checkpoint_minutes for o in spot)
+    assert all(o.pessimistic_total > o.total for o in spot)
+
+
+def test_budget_and_deadline_exclude():
+    r = plan(Constraints(budget_usd=plan().recommended.total * 1.01))
+    assert all(o.total <= r.constraints.budget_usd for o in r.options)
+    assert any(e.kind == "budget" for e in r.excluded)
+    fastest = plan(Constraints(objective="time")).recommended.hours
+    r = plan(Constraints(deadline_hours=fastest * 1.01))
+    assert all(o.hours <= fastest * 1.01 for o in r.options)
+    assert any("deadline" in e.reason for e in r.excluded)
+
+
+def test_infeasible_raises_with_advice():
+    with pytest.raises(Infeasible) as err:
+        plan(Constraints(methods=("full",), budget_usd=0.5))
+    result = err.value.result
+    assert result.options == [] and result.advice
+    text = " ".join(result.advice)
+    assert "QLoRA" in text and "budget" in text
+    assert "To make it feasible" in str(err.value)
+
+
+def test_nothing_fits_suggests_memory_fixes():
+    with pytest.raises(Infeasible) as err:
+        plan(Constraints(methods=("full",)), gpus=[g for g in GPUS if g.name == "RTX4090"])
+    advice = " ".join(err.value.result.advice)
+    assert "--seq-len 1024" in advice and "bigger GPU" in advice and "more GPUs" in advice
+
+
+def test_qlora_excluded_where_no_4bit_kernels():
+    from tests.plan.fakes import gpu
+
+    amd = gpu("MI300X", 192, arch="cdna3", tflops=1307.4, bw=5300, bnb_4bit=False)
+    r = plan(gpus=[amd], offers=[offer("amdcloud", "MI300X", 2.0)])
+    assert any(e.kind == "hardware" and "qlora" in e.reason for e in r.excluded)
+
+
+def test_one_fit_per_method_and_memory_size():
+    calls = []
+    inner = fake_fit()
+
+    def counting(method, mem):
+        calls.append((method, mem))
+        return inner(method, mem)
+
+    plan(fit=counting)
+    main_calls = calls[: len(set(calls))]
+    assert len(set(main_calls)) == len(main_calls)  # A100-80GB and H100 share the 80 GiB fits
+
+
+def test_why_and_why_not():
+    r = plan()
+    assert "cheapest feasible" in r.why and r.recommended.gpu in r.why
+    assert any("x the winner's cost" in line for line in r.why_not)
+
+
+def test_warnings_from_doctor():
+    codes = {w.code for w in plan().warnings}
+    assert "no_budget" in codes
+    codes = {w.code for w in plan(Constraints(methods=("full",))).warnings}
+    assert "full_where_peft_fits" in codes
+    codes = {w.code for w in plan(Constraints(methods=("qlora",), gpus=("A100-80GB",))).warnings}
+    assert "qlora_where_lora_fits" in codes
+    codes = {w.code for w in plan(Constraints(spot="never", gpus=("A100-80GB",))).warnings}
+    assert "on_demand_where_spot_ok" in codes
+    t4 = plan(c=Constraints(methods=("qlora",), gpus=("T4",)), w=Workload(tokens=200_000, seq_len=8192))
+    t4codes = {w.code for w in t4.warnings}
+    assert {"no_bf16", "seq_beyond_context", "short_job"} <= t4codes
+    assert t4.recommended.precision == "fp16"
+
+
+def test_bad_constraints_are_bad_input():
+    with pytest.raises(BadInput, match="objective"):
+        plan(Constraints(objective="fun"))
+    with pytest.raises(BadInput, match="method"):
+        plan(Constraints(methods=("sorcery",)))
+    with pytest.raises(BadInput, match="tokens"):
+        plan(w=Workload(tokens=0))
+
+
+def test_alternatives_share_method_and_gpu():
+    r = plan(offers=OFFERS + [offer("othercloud", "RTX4090", 0.42, region="r2")])
+    best = r.recommended
+    for alt in r.alternatives():
+        assert alt.method == best.method and alt.gpu == best.gpu and alt.total <= best.total * 1.25

@@ -1,0 +1,133 @@
+"""End to end over the real catalogs and memory estimator: the guide's four scenarios and the CLI contract.
+
+Asserts structure and sane relations, never hard-coded numbers. The estimate cache is shared by these
+tests (one folder per session) so each model is simulated once.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cheaptune.plan import planfile
+
+GIB = 1024**3
+TEST_GPUS = "RTX4090,T4"
+TWO_GPUS = "RTX4090,A100-80GB"  # fewer memory sizes: fewer cold simulations
+
+
+@pytest.fixture(scope="module")
+def shared_home(tmp_path_factory):
+    return tmp_path_factory.mktemp("plan_home")
+
+
+@pytest.fixture
+def plan_json(run_cli, shared_home, monkeypatch):
+    monkeypatch.setenv("CHEAPTUNE_HOME", str(shared_home))
+
+    def _run(*args: str, gpus: str = TEST_GPUS) -> tuple[int, dict | None, str]:
+        code, out, err = run_cli("plan", *args, "--gpus", gpus, "--json")
+        return code, (json.loads(out) if out.strip() else None), err
+
+    return _run
+
+
+def check_common(doc: dict) -> None:
+    opts = doc["options"]
+    assert opts and doc["recommended"] == opts[0] | {"details": doc["recommended"]["details"]}
+    totals = [o["cost"]["total"] for o in opts]
+    assert totals == sorted(totals) and doc["recommended"]["cost"]["total"] == min(totals)
+    for o in opts:
+        assert 0 < o["peak_vram_bytes"] <= 0.9 * o["gpu_memory_bytes"] + 1
+        assert o["tokens_per_s"] > 0 and o["hours"] > 0
+        assert o["micro_batch"] * o["grad_accum"] >= doc["workload"]["effective_batch"]
+        parts = sum(o["cost"][k] for k in ("compute", "storage", "egress", "spot_overhead"))
+        assert o["cost"]["total"] == pytest.approx(parts, abs=1e-3)
+
+
+def test_chatbot_persona_llama2_qlora(plan_json):
+    code, doc, err = plan_json("meta-llama/Llama-2-7b-hf", "--examples", "3000", "--avg-tokens", "400",
+                               "--epochs", "3", "--seq-len", "1024", "--method", "qlora", gpus="RTX4090,T4")
+    assert code == 0, err
+    check_common(doc)
+    assert {o["method"] for o in doc["options"]} == {"qlora"}
+    least = min(o["peak_vram_bytes"] for o in doc["options"])
+    assert 5 * GIB <= least <= 16 * GIB  # the guide: 7B QLoRA about 10-14 GB
+    assert doc["workload"]["tokens"] == 3000 * 400
+
+
+def test_domain_text_mistral_lora(plan_json):
+    code, doc, err = plan_json("mistralai/Mistral-7B-v0.1", "--examples", "20000", "--avg-tokens", "700",
+                               "--method", "lora", "--budget", "50", gpus="RTX4090,T4")
+    assert code == 0, err
+    check_common(doc)
+    assert all(o["cost"]["total"] <= 50 for o in doc["options"])
+    assert "no_budget" not in {w["code"] for w in doc["warnings"]}
+    assert any("T4" in e["reason"] and "needs" in e["reason"] for e in doc["excluded"])
+
+
+def test_code_completion_codellama_auto(plan_json):
+    code, doc, err = plan_json("codellama/CodeLlama-7b-hf", "--tokens", "30000000", "--epochs", "2",
+                               "--method", "lora,qlora", gpus=TWO_GPUS)
+    assert code == 0, err
+    check_common(doc)
+    by = {}
+    for o in doc["options"]:
+        by.setdefault((o["method"], o["gpu"], o["provider"], o["region"], o["spot"]), o)
+    for (m, g, p, r, s), o in by.items():  # QLoRA is slower than LoRA on the same offer
+        twin = by.get(("lora", g, p, r, s))
+        if m == "qlora" and twin is not None and twin["grad_ckpt"] == o["grad_ckpt"]:
+            assert o["tokens_per_s"] < twin["tokens_per_s"]
+
+
+def test_sentiment_small_model_larger_dataset(plan_json):
+    code, doc, err = plan_json("TinyLlama/TinyLlama_v1.1", "--examples", "200000", "--avg-tokens", "128",
+                               "--seq-len", "512", "--top", "30", gpus="RTX4090")
+    assert code == 0, err
+    check_common(doc)
+    assert "full" in {o["method"] for o in doc["options"]}  # a 1.1B model full-fine-tunes on one GPU
+
+
+def test_infeasible_exit_3_with_advice(plan_json):
+    code, doc, err = plan_json("meta-llama/Llama-2-70b-hf", "--tokens", "1000000", "--method", "full", gpus=TWO_GPUS)
+    assert code == 3
+    assert doc["options"] == [] and doc["advice"]
+    reasons = [e["reason"] for e in doc["excluded"]]
+    assert any(r.startswith("full fine-tune on RTX4090: needs") and "has 24.0 GiB" in r for r in reasons)
+    assert "QLoRA" in err and "Traceback" not in err
+
+
+def test_save_round_trip_and_markdown(run_cli, shared_home, monkeypatch, tmp_path):
+    monkeypatch.setenv("CHEAPTUNE_HOME", str(shared_home))
+    path = tmp_path / "plan.yaml"
+    code, out, err = run_cli("plan", "meta-llama/Llama-2-7b-hf", "--examples", "3000", "--avg-tokens", "400",
+                             "--epochs", "3", "--seq-len", "1024", "--method", "qlora", "--gpus", "RTX4090,T4",
+                             "--markdown", "--save", str(path))
+    assert code == 0, err
+    assert "| method |" in out and "### Recommendation" in out
+    plan = planfile.load(path)
+    assert plan.train.method == "qlora" and plan.train.quant == "nf4" and plan.model == "meta-llama/Llama-2-7b-hf"
+
+
+def test_dataset_file_counted_with_local_tokenizer(run_cli, tiny_model_dir, tmp_path):
+    data = tmp_path / "chat.jsonl"
+    rows = [{"messages": [{"role": "user", "content": f"hello {i}"}, {"role": "assistant", "content": "hi there"}]}
+            for i in range(50)]
+    data.write_text("\n".join(json.dumps(r) for r in rows))
+    code, out, err = run_cli("plan", str(tiny_model_dir), str(data), "--gpus", "T4", "--json", "--seq-len", "128")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["workload"]["tokens_exact"] is True and doc["workload"]["examples"] == 50
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--tokens", "100", "--objective", "fun"), "objective"),
+    (("--tokens", "100", "--method", "sorcery"), "method"),
+    (("--tokens", "100", "--gpus", "GTX9999"), "GTX9999"),
+    (("--tokens", "-5",), "tokens"),
+    ((), "--tokens"),
+])
+def test_bad_input_exit_2(run_cli, args, needle):
+    code, _, err = run_cli("plan", "meta-llama/Llama-2-7b-hf", *args)
+    assert code == 2 and needle in err and "Traceback" not in err
