@@ -1,0 +1,93 @@
+"""Write the demo dataset: weather sentences -> a JSON object, in OpenAI messages JSONL.
+
+One clear task a 135M instruct model visibly learns in minutes of CPU LoRA: before training it
+answers in prose (or malformed JSON); after, it answers with exactly this object. Generated from
+templates with a fixed seed, so `python examples/make_dataset.py` rewrites the same bytes.
+Held-out rows use cities and phrasings that the training rows never contain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+TRAIN_CITIES = [
+    "Oslo", "Lisbon", "Nairobi", "Toronto", "Osaka", "Lima", "Cairo", "Dublin", "Perth", "Denver",
+    "Hanoi", "Madrid", "Quito", "Seoul", "Tunis", "Zurich", "Austin", "Bergen", "Chennai", "Accra",
+    "Kraków", "Montreal", "Santiago", "Manila", "Helsinki", "Marseille", "Glasgow", "Boston", "Dakar", "Hobart",
+]
+HELDOUT_CITIES = ["Vienna", "Reykjavik", "Mumbai", "Phoenix", "Tallinn", "Auckland", "Porto", "Kyoto"]
+DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+CONDITIONS = [
+    "light snow", "heavy rain", "clear skies", "fog", "scattered showers", "strong wind", "sunshine",
+    "thunderstorms", "drizzle", "overcast skies", "hail", "sleet",
+]
+UNITS = {"C": "Celsius", "F": "Fahrenheit"}
+TEMPS = {"C": (-15, 38), "F": (5, 100)}
+
+SENTENCES = [
+    "In {city} on {day} it was {t} degrees {unit} with {cond}.",
+    "{day} in {city}: {cond}, {t} degrees {unit}.",
+    "The forecast for {city} this {day} says {cond} and {t} degrees {unit}.",
+    "{city} reported {cond} on {day}, with the thermometer at {t} degrees {unit}.",
+    "Expect {cond} in {city} on {day}; temperatures around {t} degrees {unit}.",
+    "On {day}, {city} saw {cond} and a temperature of {t} degrees {unit}.",
+]
+HELDOUT_SENTENCES = [
+    "Weather update for {city}, {day}: {t} degrees {unit} and {cond}.",
+    "It will be {t} degrees {unit} in {city} on {day}, with {cond}.",
+]
+INSTRUCTIONS = [
+    "Convert this weather report to JSON: {s}",
+    "Extract the weather data as JSON.\n{s}",
+    "Turn the sentence into a JSON object with city, day, temperature, unit and conditions: {s}",
+    "{s}\nGive me this as JSON.",
+]
+
+
+def example(rng: random.Random, cities: list[str], sentences: list[str]) -> dict:
+    unit = rng.choice(list(UNITS))
+    record = {
+        "city": rng.choice(cities),
+        "day": rng.choice(DAYS),
+        "temperature": rng.randint(*TEMPS[unit]),
+        "unit": unit,
+        "conditions": rng.choice(CONDITIONS),
+    }
+    sentence = rng.choice(sentences).format(city=record["city"], day=record["day"], t=record["temperature"],
+                                            unit=UNITS[unit], cond=record["conditions"])
+    sentence = sentence[0].upper() + sentence[1:]
+    prompt = rng.choice(INSTRUCTIONS).format(s=sentence)
+    return {"messages": [{"role": "user", "content": prompt},
+                         {"role": "assistant", "content": json.dumps(record, ensure_ascii=False)}]}
+
+
+def build(seed: int = 0, n_train: int = 300, n_heldout: int = 16) -> tuple[list[dict], list[dict]]:
+    rng = random.Random(seed)
+    train = [example(rng, TRAIN_CITIES, SENTENCES) for _ in range(n_train)]
+    heldout = [example(rng, HELDOUT_CITIES, HELDOUT_SENTENCES) for _ in range(n_heldout)]
+    return train, heldout
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n-train", type=int, default=300)
+    parser.add_argument("--n-heldout", type=int, default=16)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "demo")
+    args = parser.parse_args(argv)
+    train, heldout = build(args.seed, args.n_train, args.n_heldout)
+    write_jsonl(args.out / "train.jsonl", train)
+    write_jsonl(args.out / "heldout.jsonl", heldout)
+    print(f"wrote {len(train)} training and {len(heldout)} held-out rows to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

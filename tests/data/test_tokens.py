@@ -1,0 +1,65 @@
+"""count_tokens: exact with a tokenizer (chat template applied), otherwise a labelled estimate."""
+
+from __future__ import annotations
+
+import pytest
+
+from cheaptune.data import count_tokens
+from cheaptune.errors import BadInput
+from tests.data.conftest import ALPACA, MESSAGES, TEXT
+
+
+def test_estimate_is_labelled_and_scales_with_characters(jsonl):
+    short = count_tokens(jsonl([{"text": "a" * 400}], "s.jsonl"))
+    long = count_tokens(jsonl([{"text": "a" * 4000}] * 3, "l.jsonl"))
+    assert not short.exact and "estimate" in short.method and "OpenAI" in short.method
+    assert short.tokens == 100 and long.tokens == 3000 and long.examples == 3
+
+
+def test_estimate_adds_template_tokens_for_turns(jsonl):
+    got = count_tokens(jsonl(MESSAGES))
+    content_only = (len("user2+2?") + len("assistant4")) / 4
+    assert got.tokens == round(content_only + 2 * 5)
+
+
+def test_exact_text_matches_the_tokenizer(jsonl, tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    got = count_tokens(jsonl(TEXT), tokenizer=tok)
+    assert got.exact and got.examples == 2
+    assert got.tokens == sum(len(tok(r["text"])["input_ids"]) for r in TEXT)
+
+
+def test_exact_messages_apply_the_chat_template(jsonl, tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    got = count_tokens(jsonl(MESSAGES), tokenizer=str(tiny_model_dir))  # a folder path works too
+    want = len(tok.apply_chat_template(MESSAGES[0]["messages"], tokenize=True, return_dict=True)["input_ids"])
+    assert got.exact and got.tokens == want
+    assert want > len(tok("2+2?4")["input_ids"]) + 4  # the template's markers are counted
+
+
+def test_exact_alpaca_counts_prompt_and_completion(jsonl, tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    got = count_tokens(jsonl(ALPACA[:1]), tokenizer=tok)
+    turns = [{"role": "user", "content": "Add the numbers.\n\n2 and 3"}, {"role": "assistant", "content": "5"}]
+    assert got.tokens == len(tok.apply_chat_template(turns, tokenize=True, return_dict=True)["input_ids"])
+
+
+def test_sample_scales_and_is_not_exact(jsonl, tiny_model_dir):
+    rows = [{"text": "x" * 40}] * 100
+    full = count_tokens(jsonl(rows), tokenizer=str(tiny_model_dir))
+    part = count_tokens(jsonl(rows), tokenizer=str(tiny_model_dir), sample=10)
+    assert full.exact and not part.exact and "10 of 100 rows" in part.method
+    assert part.tokens == full.tokens and part.examples == 100
+    with pytest.raises(BadInput, match="sample must be at least 1"):
+        count_tokens(jsonl(rows), sample=0)
+
+
+def test_bad_tokenizer_path(jsonl, tmp_path):
+    with pytest.raises(BadInput, match="cannot load a tokenizer"):
+        count_tokens(jsonl(TEXT), tokenizer=tmp_path / "nothing")
