@@ -8,17 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# A ChatML template: the same layout SmolLM2 and Qwen use, with generation markers so
-# trl's assistant-only loss can find the assistant turns.
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' }}"
-    "{% if message['role'] == 'assistant' %}{% generation %}"
-    "{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\n' }}"
-    "{% else %}{{ message['content'] + '<|im_end|>' + '\n' }}{% endif %}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
+from cheaptune.train.chat import DEFAULT_CHAT_TEMPLATE as CHAT_TEMPLATE
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<pad>"]
 

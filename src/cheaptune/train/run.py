@@ -100,6 +100,7 @@ def train(cfg: TrainConfig, force: bool = False) -> TrainResult:
     from cheaptune.runs.guard import GuardCallback, attach
     from cheaptune.train import distributed
     from cheaptune.train.callbacks import ProgressCallback, TimedSaveCallback
+    from cheaptune.train.chat import prepare_chat
     from cheaptune.train.methods import build_model, resolve_precision
     from cheaptune.train.preemption import PreemptionCallback, PreemptionFlag
     from cheaptune.train.trainer import build_trainer
@@ -113,6 +114,7 @@ def train(cfg: TrainConfig, force: bool = False) -> TrainResult:
     train_ds, eval_ds, fmt = load_data(cfg)
     set_seed(cfg.seed)
     tokenizer = AutoTokenizer.from_pretrained(cfg.base_model)
+    train_ds, eval_ds, fmt = prepare_chat(tokenizer, train_ds, eval_ds, fmt)
     model = build_model(cfg, prec)
     before = outputs.generate_samples(model, tokenizer, cfg.sample_prompts, cfg.sample_max_new_tokens) \
         if resume_from is None else []
