@@ -112,3 +112,16 @@ def test_several_gpus_shard_the_one_gpu_estimate(tiny_cfg):
     assert z3.breakdown["optimizer_state"] < one.breakdown["optimizer_state"]
     assert off.device_total_bytes < z3.device_total_bytes
     assert (z3.inputs["gpus"], z3.inputs["offload"], off.inputs["offload"]) == (4, False, True)
+
+
+def test_qlora_estimate_leaves_bitsandbytes_usable(tiny_cfg):
+    """The simulation's fake code table must not leak into a real QLoRA run later in the same process."""
+    import bitsandbytes.functional as bF
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    estimate_memory(_req(tiny_cfg, method="qlora", seq_len=32))
+    assert not isinstance(bF.name2qmap.get("dynamic"), FakeTensor)
+    x = torch.randn(256)
+    q, state = bF.quantize_blockwise(x)
+    assert torch.allclose(bF.dequantize_blockwise(q, state), x, atol=0.05)

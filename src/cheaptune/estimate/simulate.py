@@ -98,7 +98,7 @@ def simulate(req, cfg, real: bool = False, steps: int = 2) -> SimResult:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     policy = resolve_policy(req.method, req.precision)
-    with quiet():
+    with quiet(), _bnb_qmap_restored():
         built = build_on_meta(req, policy, cfg)
         model = built.model
         trainable, total = _count_params(model)
@@ -111,6 +111,23 @@ def simulate(req, cfg, real: bool = False, steps: int = 2) -> SimResult:
         model.train()
         with mode, (contextlib.nullcontext() if real else _real_mask_decision()):
             return _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin)
+
+
+@contextlib.contextmanager
+def _bnb_qmap_restored():
+    """meta_to_fake puts a fake tensor in bitsandbytes' global code-table cache (pitfall A); a real QLoRA run
+    later in the same process (plan, then train) would read it and fail, so the cache is put back."""
+    import sys
+
+    bf = sys.modules.get("bitsandbytes.functional")
+    before = dict(bf.name2qmap) if bf is not None else None
+    try:
+        yield
+    finally:
+        bf = sys.modules.get("bitsandbytes.functional")
+        if bf is not None:
+            bf.name2qmap.clear()
+            bf.name2qmap.update(before or {})
 
 
 @contextlib.contextmanager
