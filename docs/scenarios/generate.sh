@@ -29,3 +29,6 @@ run code-completion "Code completion: CodeLlama-7B, method chosen by the planner
 run sentiment "Sentiment classification: a small LLM on a larger dataset" \
   "200,000 short labelled reviews (about 128 tokens each) with TinyLlama 1.1B: small enough that full fine-tuning is an option." \
   TinyLlama/TinyLlama_v1.1 --examples 200000 --avg-tokens 128 --seq-len 512
+run full-70b-multi-gpu "Full fine-tune of a 70B model: several GPUs" \
+  "Llama-2-70B, full fine-tuning on 20 million tokens. Its weights, gradients and Adam state (about 550 GiB) fit no single GPU, so the planner shards them over 8 GPUs with FSDP or ZeRO-3." \
+  meta-llama/Llama-2-70b-hf --tokens 20000000 --method full

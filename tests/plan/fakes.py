@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from cheaptune.estimate.throughput import ModelShape
-from cheaptune.plan.candidates import FitOutcome
+from cheaptune.plan.candidates import FitOutcome, planned_micro
 
 GIB = 1024**3
 SHAPE_7B = ModelShape(params=6_738_000_000, hidden=4096, layers=32, vocab=32000, tied_embeddings=False)
@@ -14,10 +14,12 @@ TRAINABLE = {"full": 6_738_000_000, "lora": 40_000_000, "qlora": 40_000_000, "do
 PER_SEQ = 2 * GIB
 
 
-def gpu(name, mem_gib, arch="ampere", tier="datacenter", tflops=312.0, bw=1555, bf16=True, bnb_4bit=True):
+def gpu(name, mem_gib, arch="ampere", tier="datacenter", tflops=312.0, bw=1555, bf16=True, bnb_4bit=True,
+        interconnect=None):
+    link = interconnect or ("pcie" if tier == "consumer" else "sxm")
     return SimpleNamespace(name=name, memory_gib=mem_gib, memory_bytes=int(mem_gib * GIB), arch=arch, tier=tier,
                            bf16=bf16, bf16_tflops=tflops if bf16 else None, fp16_tflops=tflops, fp32_tflops=tflops / 16,
-                           mem_bw_gbs=bw, bnb_4bit=bnb_4bit)
+                           mem_bw_gbs=bw, bnb_4bit=bnb_4bit, interconnect=link)
 
 
 GPUS = [
@@ -48,7 +50,8 @@ OFFERS = [
 ]
 
 
-def fake_fit(headroom=0.10, needs=None):
+def fake_fit(headroom=0.10, needs=None, effective_batch=16):
+    """Peak = need at one sequence + PER_SEQ per extra sequence; the outcome is at the planned micro-batch."""
     needs = needs or NEEDS
 
     def fit(method: str, mem: int) -> FitOutcome:
@@ -56,7 +59,33 @@ def fake_fit(headroom=0.10, needs=None):
         need = needs[method]
         if need > usable:
             return FitOutcome(False, peak_bytes=need)
-        micro = int((usable - need) // PER_SEQ) + 1
+        micro, _ = planned_micro(int((usable - need) // PER_SEQ) + 1, effective_batch)
         return FitOutcome(True, micro, False, need + (micro - 1) * PER_SEQ, TRAINABLE[method], SHAPE_7B.params, "fake")
+
+    return fit
+
+
+ZERO3_STATE = 1.5  # DeepSpeed keeps fp32 master weights: more state per GPU than FSDP
+OFFLOADED_STATE = 0.25  # what stays on the GPU with CPU offload (gathered units, buffers)
+
+
+def fake_multi_fit(headroom=0.10, needs=None, effective_batch=16, calls=None):
+    """Per-GPU peak = the model state (whole for ddp, split N ways otherwise) + PER_SEQ per sequence."""
+    needs = needs or NEEDS
+
+    def fit(method: str, mem: int, gpus: int, sharding: str, offload: bool) -> FitOutcome:
+        if calls is not None:
+            calls.append((method, mem, gpus, sharding, offload))
+        state = needs[method] - PER_SEQ
+        if sharding != "ddp":
+            state = state / gpus * (ZERO3_STATE if sharding == "zero3" else 1.0)
+        if offload:
+            state *= OFFLOADED_STATE
+        usable = mem * (1 - headroom)
+        if state + PER_SEQ > usable:
+            return FitOutcome(False, peak_bytes=int(state + PER_SEQ))
+        micro, _ = planned_micro(int((usable - state) // PER_SEQ), effective_batch, gpus)
+        return FitOutcome(True, micro, False, int(state + micro * PER_SEQ), TRAINABLE[method], SHAPE_7B.params,
+                          "fake")
 
     return fit

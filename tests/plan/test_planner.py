@@ -7,7 +7,7 @@ import pytest
 from cheaptune.errors import BadInput, Infeasible
 from cheaptune.plan.planner import make_plan
 from cheaptune.plan.workload import Constraints, Workload
-from tests.plan.fakes import GPUS, OFFERS, SHAPE_7B, fake_fit, offer
+from tests.plan.fakes import GIB, GPUS, OFFERS, PER_SEQ, SHAPE_7B, fake_fit, offer
 
 W = Workload(tokens=20_000_000, epochs=2, seq_len=2048, effective_batch=16)
 
@@ -42,10 +42,21 @@ def test_memory_exclusions_have_need_and_have():
     assert not any(o.method == "full" and o.gpu == "RTX4090" for o in r.options)
 
 
-def test_multi_gpu_only_offers_are_excluded_with_reason():
-    r = plan(offers=[offer("bigcloud", "H100", 55.04, count=8), offer("x", "A100-80GB", 2.0)])
-    assert any("8-GPU instances" in e.reason for e in r.excluded)
+def test_multi_gpu_only_offers_beyond_max_gpus_are_excluded_with_the_flag():
+    offers = [offer("bigcloud", "H100", 55.04, count=8), offer("x", "A100-80GB", 2.0)]
+    r = plan(Constraints(max_gpus=1), offers=offers)
+    assert any("only 8-GPU instances" in e.reason and "--max-gpus 8" in e.reason for e in r.excluded)
     assert {o.gpu for o in r.options} == {"A100-80GB"}
+    r = plan(offers=offers)  # allowed, but one GPU serves every method, so no multi-GPU option
+    assert not any(e.kind == "offers" for e in r.excluded)
+    assert any(n.startswith("H100: only multi-GPU instances") for n in r.notes)
+    assert all(o.gpu_count == 1 for o in r.options)
+
+
+def test_peak_is_at_the_planned_micro_batch():
+    for o in plan().options:
+        method_need = {"full": 70, "lora": 17, "qlora": 8}[o.method] * GIB
+        assert o.peak_vram_bytes == method_need + (o.micro_batch - 1) * PER_SEQ
 
 
 def test_spot_filters():

@@ -41,7 +41,8 @@ def check_common(doc: dict) -> None:
     for o in opts:
         assert 0 < o["peak_vram_bytes"] <= 0.9 * o["gpu_memory_bytes"] + 1
         assert o["tokens_per_s"] > 0 and o["hours"] > 0
-        assert o["micro_batch"] * o["grad_accum"] >= doc["workload"]["effective_batch"]
+        gpus = o["gpu_count"] * o["num_nodes"]
+        assert o["micro_batch"] * o["grad_accum"] * gpus >= doc["workload"]["effective_batch"]
         parts = sum(o["cost"][k] for k in ("compute", "storage", "egress", "spot_overhead"))
         assert o["cost"]["total"] == pytest.approx(parts, abs=1e-3)
 
@@ -89,13 +90,48 @@ def test_sentiment_small_model_larger_dataset(plan_json):
     assert "full" in {o["method"] for o in doc["options"]}  # a 1.1B model full-fine-tunes on one GPU
 
 
+BIG_GPUS = "A100-80GB,H200"  # two memory sizes: the 70B tests share their cold simulations
+
+
 def test_infeasible_exit_3_with_advice(plan_json):
-    code, doc, err = plan_json("meta-llama/Llama-2-70b-hf", "--tokens", "1000000", "--method", "full", gpus=TWO_GPUS)
+    code, doc, err = plan_json("meta-llama/Llama-2-70b-hf", "--tokens", "1000000", "--method", "full",
+                               "--max-gpus", "1", gpus=BIG_GPUS)
     assert code == 3
     assert doc["options"] == [] and doc["advice"]
     reasons = [e["reason"] for e in doc["excluded"]]
-    assert any(r.startswith("full fine-tune on RTX4090: needs") and "has 24.0 GiB" in r for r in reasons)
-    assert "QLoRA" in err and "Traceback" not in err
+    assert any(r.startswith("full fine-tune on A100-80GB: needs") and "has 80.0 GiB" in r for r in reasons)
+    assert "QLoRA" in err and "--max-gpus 8" in err and "Traceback" not in err
+
+
+def test_70b_full_fine_tune_goes_multi_gpu(plan_json):
+    code, doc, err = plan_json("meta-llama/Llama-2-70b-hf", "--tokens", "1000000", "--method", "full", gpus=BIG_GPUS)
+    assert code == 0, err
+    check_common(doc)
+    best = doc["recommended"]
+    assert best["gpu_count"] == 8 and best["num_nodes"] == 1 and best["sharding"] in ("zero3", "fsdp")
+    assert all(o["gpu_count"] * o["num_nodes"] > 1 for o in doc["options"])
+    scale = best["details"]["scale_out"]
+    assert 0 < scale["efficiency"] < 1
+    assert best["tokens_per_s"] == pytest.approx(scale["one_gpu_tokens_per_s"] * 8 * scale["efficiency"], rel=1e-3)
+    train_h = best["details"]["train_hours"]
+    assert best["cost"]["compute"] >= best["price_per_hour"] * train_h  # the instance price: all 8 GPUs
+    assert any("fits no single GPU" in n for n in doc["notes"])
+    assert any(line.startswith("full fine-tune on") and "it fits" in line for line in doc["why_not"])
+
+
+def test_model_option_instead_of_positional(run_cli, shared_home, monkeypatch):
+    monkeypatch.setenv("CHEAPTUNE_HOME", str(shared_home))
+    args = ("--examples", "3e3", "--avg-tokens", "400", "--epochs", "3", "--seq-len", "1024", "--method", "qlora",
+            "--gpus", "RTX4090,T4", "--json")
+    code, out, err = run_cli("plan", "--model", "meta-llama/Llama-2-7b-hf", *args)
+    assert code == 0, err
+    code2, out2, _ = run_cli("plan", "meta-llama/Llama-2-7b-hf", *args)
+    by_flag, by_arg = json.loads(out), json.loads(out2)
+    assert by_flag["model"] == by_arg["model"] and by_flag["options"] == by_arg["options"]
+    for twice in (("plan", "--tokens", "100"), ("plan", "llama-2-7b", "--model", "llama-2-7b", "--tokens", "100")):
+        code, _, err = run_cli(*twice)
+        assert code == 2 and "give the model once" in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
 
 
 def test_save_round_trip_and_markdown(run_cli, shared_home, monkeypatch, tmp_path):
@@ -126,6 +162,7 @@ def test_dataset_file_counted_with_local_tokenizer(run_cli, tiny_model_dir, tmp_
     (("--tokens", "100", "--method", "sorcery"), "method"),
     (("--tokens", "100", "--gpus", "GTX9999"), "GTX9999"),
     (("--tokens", "-5",), "tokens"),
+    (("--tokens", "1.5",), "whole number"),
     ((), "--tokens"),
 ])
 def test_bad_input_exit_2(run_cli, args, needle):

@@ -12,10 +12,12 @@ def _csv(value: str | None) -> tuple[str, ...]:
 
 
 def plan_command(
-    model: str = typer.Argument(..., help="Model: catalog name, hub id, config.json or local model folder."),
+    model_arg: str | None = typer.Argument(None, metavar="MODEL",
+                                           help="Model: catalog name, hub id, config.json or local model folder."),
     dataset: Path | None = typer.Argument(None, help="Dataset file (JSONL/CSV/Parquet); or use --tokens / --examples."),
-    tokens: int | None = typer.Option(None, "--tokens", help="Training tokens per epoch (instead of a dataset)."),
-    examples: int | None = typer.Option(None, "--examples", help="Number of examples (with --avg-tokens)."),
+    model_opt: str | None = typer.Option(None, "--model", help="The model, instead of the positional MODEL."),
+    tokens: float | None = typer.Option(None, "--tokens", help="Training tokens per epoch, e.g. 2e7 (instead of a dataset)."),
+    examples: float | None = typer.Option(None, "--examples", help="Number of examples (with --avg-tokens)."),
     avg_tokens: int | None = typer.Option(None, "--avg-tokens", help="Average tokens per example (default 512)."),
     epochs: float = typer.Option(1.0, "--epochs", help="Passes over the data."),
     seq_len: int = typer.Option(2048, "--seq-len", help="Sequence length (tokens per packed sequence)."),
@@ -29,7 +31,8 @@ def plan_command(
     gpus: str | None = typer.Option(None, "--gpus", help="Only these GPUs (comma list of catalog names)."),
     spot: str = typer.Option("auto", "--spot", help="auto (compare), only, never."),
     community: bool = typer.Option(True, "--community/--no-community", help="Allow community-cloud hosts."),
-    max_gpus: int = typer.Option(1, "--max-gpus", help="Accepted; multi-GPU plans come with the scale-out issue."),
+    max_gpus: int = typer.Option(8, "--max-gpus", help="Most GPUs in all (per node x nodes); several GPUs are tried "
+                                 "only when a method fits no single GPU, misses --deadline, or with --objective time."),
     headroom: float = typer.Option(0.10, "--headroom", help="Fraction of GPU memory kept free."),
     objective: str = typer.Option("cost", "--objective", help="cost or time."),
     top: int = typer.Option(8, "--top", help="Options to show."),
@@ -47,6 +50,9 @@ def plan_command(
     from cheaptune.plan.save import to_planfile
     from cheaptune.plan.workload import Constraints, parse_methods
 
+    if model_opt is not None and model_arg is not None and dataset is None and Path(model_arg).is_file():
+        model_arg, dataset = None, Path(model_arg)  # `plan --model M data.jsonl`: the one positional is the data
+    model = _one_model(model_arg, model_opt)
     constraints = Constraints(
         methods=parse_methods(method), budget_usd=budget, deadline_hours=deadline, providers=_csv(providers),
         exclude_providers=_csv(exclude_providers), spot=spot.lower(), community=community, max_gpus=max_gpus,
@@ -54,14 +60,16 @@ def plan_command(
         gpus=tuple(resolve_gpu(g).name for g in _csv(gpus)),
     ).validate()
     spec = resolve_model(model)
-    workload = sources.build_workload(spec, str(dataset) if dataset else None, tokens, examples, avg_tokens,
-                                      epochs, seq_len, effective_batch)
+    workload = sources.build_workload(spec, str(dataset) if dataset else None, _whole(tokens, "--tokens"),
+                                      _whole(examples, "--examples"), avg_tokens, epochs, seq_len, effective_batch)
     shape = ModelShape.from_config(spec.config, spec.params)
     gpu_list, offers = sources.load_catalog()
-    fit = sources.real_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch)
+    fit = sources.real_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch,
+                           workload.effective_batch)
+    multi_fit = sources.real_multi_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch)
     context = spec.config.get("max_position_embeddings")
     try:
-        result = make_plan(spec.id, shape, context, workload, constraints, gpu_list, offers, fit)
+        result = make_plan(spec.id, shape, context, workload, constraints, gpu_list, offers, fit, multi_fit=multi_fit)
     except Infeasible as err:
         partial = getattr(err, "result", None)
         if partial is not None:
@@ -72,6 +80,25 @@ def plan_command(
         planfile.save(to_planfile(result, model, str(dataset) if dataset else None), save)
         if not as_json:
             typer.echo(f"plan saved to {save}", err=True)
+
+
+def _whole(value: float | None, flag: str) -> int | None:
+    """Counts may be written 1e6; they must still be whole numbers."""
+    from cheaptune.errors import BadInput
+
+    if value is None:
+        return None
+    if value != int(value):
+        raise BadInput(f"{flag} must be a whole number; got {value:g}")
+    return int(value)
+
+
+def _one_model(positional: str | None, option: str | None) -> str:
+    from cheaptune.errors import BadInput
+
+    if (positional is None) == (option is None):
+        raise BadInput("give the model once: `cheaptune plan MODEL ...` or `cheaptune plan --model MODEL ...`")
+    return positional or option  # type: ignore[return-value]
 
 
 def _show(result, as_json: bool, markdown: bool, render) -> None:

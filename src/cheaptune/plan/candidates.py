@@ -1,10 +1,12 @@
 """Stage 1: which (method, GPU) pairs fit in memory. One fit per (method, memory size), not per GPU.
 
-`fit` is passed in (the real one wraps estimate.memory.fit_micro_batch), so tests use a fake.
+`fit` is passed in (the real one wraps estimate.memory.fit_micro_batch), so tests use a fake. A fit
+reports the micro-batch the plan will run (see `planned_micro`) and the peak AT that micro-batch.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +28,17 @@ class FitOutcome:
 
 
 FitFn = Callable[[str, int], FitOutcome]  # (method, gpu_memory_bytes) -> outcome
+# (method, gpu_memory_bytes, total GPUs, sharding, offload) -> per-GPU outcome
+MultiFitFn = Callable[[str, int, int, str, bool], FitOutcome]
+
+
+def planned_micro(largest: int, effective_batch: int, gpus: int = 1) -> tuple[int, int]:
+    """(micro-batch per GPU, accumulation steps) for the effective batch, given the largest micro-batch
+    that fits: as few steps as the largest allows, then the smallest micro-batch that keeps that many
+    steps (least overshoot of the effective batch, and less memory than the largest)."""
+    per_gpu = max(1, math.ceil(effective_batch / max(gpus, 1)))
+    accum = math.ceil(per_gpu / max(1, min(largest, per_gpu)))
+    return math.ceil(per_gpu / accum), accum
 
 
 @dataclass(frozen=True)
@@ -33,6 +46,14 @@ class GpuFit:
     method: str
     gpu: Any  # GpuSpec
     fit: FitOutcome
+    gpus_per_node: int = 1
+    nodes: int = 1
+    sharding: str | None = None  # None on one GPU; ddp | zero3 | fsdp on several
+    offload: bool = False
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,14 @@ from cheaptune.plan.workload import Constraints
 
 
 def allowed_offers(offers: Iterable[Any], gpu_names: set[str], c: Constraints) -> tuple[list[Any], list[Exclusion]]:
-    """Offers for the GPUs in play that the provider/spot/community filters allow; single-GPU only for now."""
+    """Offers for the GPUs in play that the provider/spot/community/--max-gpus filters allow.
+
+    Multi-GPU instances are kept (the scale-out stage uses them); a GPU offered only in instances larger
+    than --max-gpus is excluded with the flag that would allow it."""
     providers = {p.lower() for p in c.providers}
     banned = {p.lower() for p in c.exclude_providers}
     kept: list[Any] = []
-    multi: dict[str, int] = {}
+    too_big: dict[str, int] = {}
     for o in offers:
         prov = o.provider.lower()
         if o.gpu not in gpu_names or (providers and prov not in providers) or prov in banned:
@@ -24,19 +27,16 @@ def allowed_offers(offers: Iterable[Any], gpu_names: set[str], c: Constraints) -
             continue
         if not c.community and o.kind == "community":
             continue
-        if o.gpu_count != 1:
-            multi[o.gpu] = min(multi.get(o.gpu, 99), o.gpu_count)
+        if o.gpu_count > c.max_gpus:
+            too_big[o.gpu] = min(too_big.get(o.gpu, 1 << 20), o.gpu_count)
             continue
         kept.append(o)
-    single = {o.gpu for o in kept}
+    offered = {o.gpu for o in kept}
     excluded = [
-        Exclusion(
-            {"gpu": g, "gpu_count": n},
-            f"{g}: only {n}-GPU instances are offered; multi-GPU plans come with the scale-out issue",
-            "offers",
-        )
-        for g, n in sorted(multi.items())
-        if g not in single
+        Exclusion({"gpu": g, "gpu_count": n}, f"{g}: only {n}-GPU instances are offered; allow them with --max-gpus {n}",
+                  "offers")
+        for g, n in sorted(too_big.items())
+        if g not in offered
     ]
     return kept, excluded
 
@@ -50,7 +50,7 @@ def rank_key(objective: str):
 def apply_limits(options: list[Option], c: Constraints) -> tuple[list[Option], list[Exclusion]]:
     """Drop options over budget or past the deadline; one exclusion per (method, GPU) with its best case."""
     ok: list[Option] = []
-    worst: dict[tuple[str, str, str], tuple[Option, str]] = {}
+    worst: dict[tuple[str, str, int, str], tuple[Option, str]] = {}
     for o in options:
         reason = None
         if c.budget_usd is not None and o.total > c.budget_usd:
@@ -60,13 +60,14 @@ def apply_limits(options: list[Option], c: Constraints) -> tuple[list[Option], l
         if reason is None:
             ok.append(o)
             continue
-        key = (o.method, o.gpu, reason[0])
+        key = (o.method, o.gpu, o.total_gpus, reason[0])
         if key not in worst or o.total < worst[key][0].total:
             worst[key] = (o, reason[1])
     excluded = [
-        Exclusion({"method": o.method, "gpu": o.gpu, "gpu_count": o.gpu_count, "provider": o.provider,
-                   "spot": o.spot, "total": o.total, "hours": o.hours}, why, kind)
-        for (_, _, kind), (o, why) in sorted(worst.items())
+        Exclusion({"method": o.method, "gpu": o.gpu, "gpu_count": o.gpu_count, "num_nodes": o.num_nodes,
+                   "sharding": o.sharding, "provider": o.provider, "spot": o.spot, "total": o.total,
+                   "hours": o.hours}, why, kind)
+        for (*_, kind), (o, why) in sorted(worst.items())
     ]
     return ok, excluded
 

@@ -8,7 +8,7 @@ from cheaptune.plan.workload import Constraints, Workload
 
 
 def why(best: Option, ranked: list[Option], objective: str) -> str:
-    fit = f"peak {gib(best.peak_vram_bytes)} of {gib(best.gpu_memory_bytes)}"
+    fit = f"peak {gib(best.peak_vram_bytes)} of {gib(best.gpu_memory_bytes)}" + (" per GPU" if best.total_gpus > 1 else "")
     setting = f"micro-batch {best.micro_batch} x {best.grad_accum} accumulation" + (", gradient checkpointing" if best.grad_ckpt else "")
     head = f"{best.label()}: ${best.total:.2f} expected in {best.hours:.1f} h"
     reason = "the cheapest feasible option" if objective == "cost" else "the fastest feasible option"
@@ -28,8 +28,10 @@ def _ratio(o: Option, best: Option, objective: str) -> str:
     return f"{o.total / max(best.total, 1e-9):.1f}x the winner's cost (${o.total:.2f}, {o.hours:.1f} h)"
 
 
-def why_not(ranked: list[Option], excluded: list[Exclusion], objective: str, limit: int = 6) -> list[str]:
-    """The best option of each other method and kind, the fastest, and the memory exclusions that matter."""
+def why_not(ranked: list[Option], excluded: list[Exclusion], objective: str, max_gpus: int = 1,
+            limit: int = 6) -> list[str]:
+    """The best option of each other method and kind, the fastest, and the memory exclusions that matter
+    (with what more GPUs did, or would do, for that method)."""
     if not ranked:
         return []
     best = ranked[0]
@@ -41,7 +43,8 @@ def why_not(ranked: list[Option], excluded: list[Exclusion], objective: str, lim
         if key not in seen:
             seen.add(key)
             mode = "spot" if o.spot else o.kind
-            lines.append(f"{o.method} on {o.gpu} {mode}: {_ratio(o, best, objective)}")
+            where = o.gpu if o.total_gpus == 1 else o.hardware()
+            lines.append(f"{o.method} on {where} {mode}: {_ratio(o, best, objective)}")
 
     seen.add((best.method, best.gpu, best.spot))
     for method in dict.fromkeys(o.method for o in ranked):  # the best of each other method
@@ -54,11 +57,21 @@ def why_not(ranked: list[Option], excluded: list[Exclusion], objective: str, lim
     fastest = min(ranked, key=lambda o: o.hours)
     if fastest is not best and (fastest.method, fastest.gpu, fastest.spot) not in seen:
         lines.append(f"fastest, {fastest.label()}: {fastest.hours:.1f} h but {_ratio(fastest, best, 'cost')}")
-    mem = [e for e in excluded if e.kind == "memory"]
+    mem = [e for e in excluded if e.kind == "memory" and e.option.get("gpu_count", 1) == 1]
     for method in dict.fromkeys(e.option["method"] for e in mem):
         biggest = max((e for e in mem if e.option["method"] == method), key=lambda e: e.option["gpu_memory_bytes"])
-        lines.append(biggest.reason)
+        lines.append(biggest.reason + _more_gpus(method, ranked, best, objective, max_gpus))
     return lines[:limit]
+
+
+def _more_gpus(method: str, ranked: list[Option], best: Option, objective: str, max_gpus: int) -> str:
+    """What several GPUs do for a method that fits no single GPU."""
+    multi = next((o for o in ranked if o.method == method and o.total_gpus > 1), None)
+    if multi is not None:
+        return f"; on {multi.hardware()} it fits: {_ratio(multi, best, objective)}"
+    if max_gpus < 8:
+        return "; more GPUs would shard it (--max-gpus 8)"
+    return ""
 
 
 def feasibility_advice(excluded: list[Exclusion], c: Constraints, w: Workload, biggest_gpu: str | None) -> list[str]:
@@ -72,7 +85,7 @@ def feasibility_advice(excluded: list[Exclusion], c: Constraints, w: Workload, b
             tips.append(f"use shorter sequences (--seq-len {w.seq_len // 2}): activations shrink with them")
         if biggest_gpu:
             tips.append(f"allow a bigger GPU (the largest in the catalog is {biggest_gpu})")
-        tips.append("use more GPUs (multi-GPU plans come with the scale-out issue; --max-gpus is accepted now)")
+        tips.append(_more_gpus_tip(excluded, c, "shard the model state over them (FSDP/ZeRO-3)"))
     if "budget" in kinds:
         cheapest = min((e.option.get("total", float("inf")) for e in excluded if e.kind == "budget"), default=None)
         if cheapest is not None:
@@ -81,6 +94,20 @@ def feasibility_advice(excluded: list[Exclusion], c: Constraints, w: Workload, b
         fastest = min((e.option.get("hours", float("inf")) for e in excluded if e.kind == "deadline"), default=None)
         if fastest is not None:
             tips.append(f"allow more time (--deadline {fastest * 1.1:.1f}): the fastest option takes {fastest:.1f} h")
+        if "memory" not in kinds:
+            tips.append(_more_gpus_tip(excluded, c, "they finish sooner"))
     if "offers" in kinds or not kinds:
         tips.append("allow more offers: drop --providers/--exclude-providers, use --spot auto and --community")
     return tips
+
+
+def _more_gpus_tip(excluded: list[Exclusion], c: Constraints, gain: str) -> str:
+    """More GPUs on one node, or several nodes once one node of 8 was tried."""
+    tried = max((e.option.get("gpu_count", 1) * e.option.get("num_nodes", 1) for e in excluded), default=1)
+    if c.max_gpus < 8:
+        return f"use more GPUs (--max-gpus 8): {gain}"
+    if tried < 8:
+        return f"use more GPUs (allow 8-GPU instances: drop --gpus/--providers filters): {gain}"
+    if c.max_gpus < 16:
+        return f"use several nodes (--max-gpus 16 or more): {gain}"
+    return f"use more nodes (--max-gpus {2 * c.max_gpus}): {gain}"

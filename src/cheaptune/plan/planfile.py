@@ -62,6 +62,7 @@ class TrainSettings(_Strict):
     grad_ckpt: bool = False
     seq_len: int = 2048
     epochs: float = 1.0
+    sharding: str | None = Field(None, description="ddp | zero3 | fsdp | fsdp+offload on several GPUs; None on one")
     checkpoint_minutes: float | None = Field(None, description="Young/Daly interval for spot; None on demand")
 
 

@@ -1,23 +1,27 @@
 """The planner pipeline: candidates -> estimates -> cost -> choose -> explain. Pure over its arguments.
 
-Inputs are passed in (model shape, GPU list, offers, a `fit` callable), so tests can plan over small
-hand-made catalogs; `plan.sources` wires in the real catalogs and the memory estimator.
+Inputs are passed in (model shape, GPU list, offers, `fit` and `multi_fit` callables), so tests can plan
+over small hand-made catalogs; `plan.sources` wires in the real catalogs and the memory estimator.
+One GPU first; several GPUs (plan/scaleout.py) only for the methods one GPU cannot serve.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cheaptune.errors import Infeasible
 from cheaptune.estimate.cost import SECONDS_PER_HOUR, compute_cost
 from cheaptune.estimate.cost import constants as default_constants
+from cheaptune.estimate.scaling import scaling_efficiency
 from cheaptune.estimate.throughput import ModelShape, estimate_throughput
-from cheaptune.plan import choose, explain
-from cheaptune.plan.candidates import Exclusion, FitFn, GpuFit, fit_pair
+from cheaptune.plan import choose, explain, scaleout
+from cheaptune.plan.candidates import Exclusion, FitFn, GpuFit, MultiFitFn, fit_pair, planned_micro
 from cheaptune.plan.doctor import Facts, Finding, run_checks
-from cheaptune.plan.pricing import Option, precision_for, price_option, startup_seconds
+from cheaptune.plan.pricing import INTER_NODE_NETWORK, Option, precision_for, price_option, startup_seconds
+from cheaptune.plan.scaleout import Candidate
 from cheaptune.plan.workload import Constraints, Workload
 
 ALTERNATIVE_SLACK = 1.25  # failover offers within 25% of the winner's total
@@ -41,11 +45,12 @@ class PlanResult:
         return self.options[0] if self.options else None
 
     def alternatives(self) -> list[Option]:
-        """Near-best offers that run the same settings (same method and GPU) for failover."""
+        """Near-best offers that run the same settings (method, GPU, count, nodes, sharding) for failover."""
         best = self.recommended
         if best is None:
             return []
-        return [o for o in self.options[1:] if o.method == best.method and o.gpu == best.gpu
+        same = (best.method, best.gpu, best.gpu_count, best.num_nodes, best.sharding)
+        return [o for o in self.options[1:] if (o.method, o.gpu, o.gpu_count, o.num_nodes, o.sharding) == same
                 and o.total <= best.total * ALTERNATIVE_SLACK][:5]
 
 
@@ -59,8 +64,11 @@ def make_plan(
     offers: Iterable[Any],
     fit: FitFn,
     consts: dict[str, float] | None = None,
+    multi_fit: MultiFitFn | None = None,
 ) -> PlanResult:
-    """Rank every feasible (method, GPU, offer); raise Infeasible (with advice on `.result`) when none is."""
+    """Rank every feasible (method, GPUs, offer); raise Infeasible (with advice on `.result`) when none is.
+
+    Without `multi_fit` every option uses one GPU."""
     c, w = constraints.validate(), workload.validate()
     consts = consts or default_constants()
     gpus = [g for g in gpus if not c.gpus or g.name in c.gpus]
@@ -69,14 +77,20 @@ def make_plan(
     allowed, excluded = choose.allowed_offers(offers, names, c)
     by_gpu: dict[str, list[Any]] = {}
     for o in allowed:
-        by_gpu.setdefault(o.gpu, []).append(o)
+        if o.gpu_count == 1:
+            by_gpu.setdefault(o.gpu, []).append(o)
     in_play = sorted((g for g in gpus if g.name in by_gpu), key=lambda g: g.memory_bytes)
-    feasible, more_excluded, skipped = _explore(c, w, in_play, by_gpu, shape, consts, fit)
-    excluded += more_excluded
+    single = [Candidate(m, g, 1, 1, tuple(by_gpu[g.name])) for m in c.methods for g in in_play]
+    cache: dict = {}
+    feasible, more, skipped = _explore(single, [], c, w, shape, consts,
+                                       lambda k: fit_pair(k.method, k.gpu, fit, c.headroom, cache))
+    excluded += more
+    notes = _notes(c, gpus, by_gpu, allowed)
+    if multi_fit is not None:
+        notes += _scale_out(c, w, gpus, allowed, shape, consts, multi_fit, feasible, excluded, skipped)
     ranked = choose.rank(feasible, c.objective)
-    notes = _notes(c, gpus, by_gpu)
     if skipped:
-        notes.append(f"{skipped} (method, GPU) pairs not estimated: even at their best case they rank below the top {c.top}")
+        notes.append(f"{sum(skipped.values())} candidates not estimated: even at their best case they rank below the top {c.top}")
     result = PlanResult(model_id, w, c, ranked, excluded, [], notes=notes)
     if not ranked:
         biggest = max(gpus, key=lambda g: g.memory_bytes).name if gpus else None
@@ -87,63 +101,99 @@ def make_plan(
         raise err
     best = ranked[0]
     result.why = explain.why(best, ranked, c.objective)
-    result.why_not = explain.why_not(ranked, excluded, c.objective)
+    result.why_not = explain.why_not(ranked, excluded, c.objective, c.max_gpus)
     facts = _facts(best, ranked, w, c, context_length, offers, shape, consts, fit)
     result.warnings = run_checks(facts)
     return result
 
 
-def _best_case(method: str, gpu: Any, offers: list[Any], c: Constraints, w: Workload, shape: ModelShape,
-               consts: dict) -> float:
-    """A lower bound on the pair's cost (or hours): no checkpointing, the largest micro-batch, no spot loss."""
-    tput = estimate_throughput(shape, gpu, method, w.seq_len, w.effective_batch, False, 0, precision_for(gpu))
-    run_s = sum(startup_seconds(shape, w, consts).values()) + w.train_tokens / tput.tokens_per_s
+def _scale_out(c: Constraints, w: Workload, gpus: list[Any], allowed: list[Any], shape: ModelShape, consts: dict,
+               multi_fit: MultiFitFn, feasible: list[Option], excluded: list[Exclusion], skipped: Counter) -> list[str]:
+    """Add multi-GPU options (one node, then several, then with CPU offload) for the methods one GPU
+    cannot serve, each stage only for methods the earlier ones did not serve; return notes."""
+    need = scaleout.methods_needing(c, feasible, excluded, skipped)
+    notes = [f"{m} tried on several GPUs: {why}" for m, why in need.items()]
+    cache: dict = {}
+    todo = list(need)
+    for multi_node, shardings in scaleout.STAGES:
+        if not todo or (multi_node and c.max_gpus < 2 * scaleout.NODE_SIZE):
+            continue
+        cands = scaleout.candidates(todo, gpus, allowed, c, w.effective_batch, multi_node)
+        ok, more, skip = _explore(cands, feasible, c, w, shape, consts,
+                                  lambda k, sh=shardings: scaleout.fit_candidate(k, multi_fit, cache, sh))
+        feasible += ok
+        excluded += more
+        skipped.update(skip)
+        if cands and multi_node:
+            notes.append(f"several nodes tried for {', '.join(todo)}; between nodes we assume {INTER_NODE_NETWORK} "
+                         "(the price files do not say which instances have InfiniBand)")
+        if cands and shardings == scaleout.OFFLOAD:
+            notes.append(f"CPU offload tried for {', '.join(todo)}: check the instance has host RAM for the model state")
+        notes = list(dict.fromkeys(notes))
+        served = {o.method for o in feasible}
+        todo = [m for m in todo if m not in served and not skip[m]]  # pruned methods are not unserved
+    return notes
+
+
+def _best_case(k: Candidate, c: Constraints, w: Workload, shape: ModelShape, consts: dict) -> float:
+    """A lower bound on the candidate's cost (or hours): no checkpointing, the largest micro-batch, the
+    best scaling efficiency (DDP), no spot loss, the cheapest offer."""
+    micro, _ = planned_micro(w.effective_batch, w.effective_batch, k.gpus)
+    one = estimate_throughput(shape, k.gpu, k.method, w.seq_len, micro, False, 0, precision_for(k.gpu)).tokens_per_s
+    eff = 1.0
+    if k.gpus > 1:
+        eff = scaling_efficiency(k.gpus_per_node, k.nodes, getattr(k.gpu, "interconnect", "pcie"), "ddp",
+                                 network=INTER_NODE_NETWORK)
+    run_s = sum(startup_seconds(shape, w, consts).values()) + w.train_tokens / (one * k.gpus * eff)
     if c.objective == "time":
         return run_s / SECONDS_PER_HOUR
-    return min(compute_cost(run_s, o.price_per_hour, o.billing_unit_s, o.min_billed_s) for o in offers)
+    return k.nodes * min(compute_cost(run_s, o.price_per_hour, o.billing_unit_s, o.min_billed_s) for o in k.offers)
 
 
-def _explore(c: Constraints, w: Workload, gpus: list[Any], by_gpu: dict[str, list[Any]], shape: ModelShape,
-             consts: dict, fit: FitFn) -> tuple[list[Option], list[Exclusion], int]:
-    """Fit and price (method, GPU) pairs from the best best-case up; stop fitting once a pair's best case
-    cannot reach the top N. This skips most memory simulations for expensive GPUs on a cold cache."""
-    pairs = sorted(((_best_case(m, g, by_gpu[g.name], c, w, shape, consts), m, g) for m in c.methods for g in gpus),
-                   key=lambda t: t[0])
+def _explore(cands: list[Candidate], known: list[Option], c: Constraints, w: Workload, shape: ModelShape,
+             consts: dict, fitter: Callable[[Candidate], GpuFit | Exclusion]
+             ) -> tuple[list[Option], list[Exclusion], Counter]:
+    """Fit and price candidates from the best best-case up; stop fitting once a candidate's best case
+    cannot reach the top N (of `known` and what this call found). This skips most memory simulations."""
+    ordered = sorted(((_best_case(k, c, w, shape, consts), i, k) for i, k in enumerate(cands)), key=lambda t: t[:2])
     metric = choose.rank_key(c.objective)
     feasible: list[Option] = []
     excluded: list[Exclusion] = []
-    cache: dict = {}
-    skipped = 0
-    for bound, method, gpu in pairs:
-        if len(feasible) >= c.top and bound > metric(choose.rank(feasible, c.objective)[c.top - 1])[0]:
-            skipped += 1
+    skipped: Counter = Counter()
+    for bound, _, k in ordered:
+        pool = known + feasible
+        if len(pool) >= c.top and bound > metric(choose.rank(pool, c.objective)[c.top - 1])[0]:
+            skipped[k.method] += 1
             continue
-        got = fit_pair(method, gpu, fit, c.headroom, cache)
+        got = fitter(k)
         if isinstance(got, Exclusion):
             excluded.append(got)
             continue
-        ok, over = choose.apply_limits([price_option(got, o, w, shape, consts) for o in by_gpu[gpu.name]], c)
+        ok, over = choose.apply_limits([price_option(got, o, w, shape, consts) for o in k.offers], c)
         feasible += ok
         excluded += over
     return feasible, excluded, skipped
 
 
-def _notes(c: Constraints, gpus: list[Any], by_gpu: dict[str, list[Any]]) -> list[str]:
+def _notes(c: Constraints, gpus: list[Any], by_gpu: dict[str, list[Any]], allowed: list[Any]) -> list[str]:
     notes = []
-    if c.max_gpus > 1:
-        notes.append(f"--max-gpus {c.max_gpus} accepted; multi-GPU options come with the scale-out issue, so every option uses 1 GPU")
     if "dora" not in c.methods and c.methods == ("full", "lora", "qlora"):
         notes.append("DoRA not compared: it needs LoRA's memory plus a weight-norm pass per step, so it never costs less; ask with --method dora")
-    missing = [g.name for g in gpus if g.name not in by_gpu]
+    multi_only = sorted({o.gpu for o in allowed if o.gpu_count > 1} - set(by_gpu))
+    if multi_only:
+        notes.append(f"{', '.join(multi_only)}: only multi-GPU instances, used when one GPU cannot serve a method")
+    missing = [g.name for g in gpus if g.name not in by_gpu and g.name not in multi_only]
     if missing:
-        notes.append(f"{len(missing)} catalog GPUs have no allowed single-GPU offer: {', '.join(missing[:8])}{'...' if len(missing) > 8 else ''}")
+        notes.append(f"{len(missing)} catalog GPUs have no allowed offer: {', '.join(missing[:8])}{'...' if len(missing) > 8 else ''}")
     return notes
 
 
 def _shadow(method: str, best: Option, w: Workload, shape: ModelShape, consts: dict, fit: FitFn, gpu: Any) -> Option | None:
-    """Price another method on the winner's GPU and offer, for the doctor's comparisons."""
+    """Price another method on the winner's GPU and offer (one GPU only), for the doctor's comparisons."""
+    if best.total_gpus > 1 or best.offer is None:
+        return None
     out = fit(method, best.gpu_memory_bytes)
-    if not out.fits or best.offer is None:
+    if not out.fits:
         return None
     return price_option(GpuFit(method, gpu, out), best.offer, w, shape, consts)
 
@@ -165,8 +215,8 @@ def _facts(best: Option, ranked: list[Option], w: Workload, c: Constraints, cont
         lora_same = f"${alt.total:.2f} vs ${best.total:.2f}" if alt and alt.total < best.total else None
     spot_alt = None
     if not best.spot and c.spot == "never" and gpu is not None:
-        spot_offers = [o for o in offers if o.gpu == best.gpu and o.spot and o.gpu_count == 1]
-        gf = GpuFit(best.method, gpu, fit(best.method, best.gpu_memory_bytes))
+        spot_offers = [o for o in offers if o.gpu == best.gpu and o.spot and o.gpu_count == best.gpu_count]
+        gf = best.fit or GpuFit(best.method, gpu, fit(best.method, best.gpu_memory_bytes))
         cheaper = [p for p in (price_option(gf, o, w, shape, consts) for o in spot_offers) if p.total < best.total]
         if cheaper:
             top = min(cheaper, key=lambda p: p.total)

@@ -2,24 +2,29 @@
 
 Time = start-up + tokens x epochs / tokens per s (+ expected spot losses); money = compute billed in the
 offer's unit and minimum + storage + egress + expected spot loss. Pure over its arguments.
+On several GPUs: tokens/s = one GPU's x N x scaling efficiency (estimate/scaling.py); every instance is
+billed for the whole run, and on several nodes the ones that come up first are billed while they wait.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from cheaptune.estimate import cost as money
+from cheaptune.estimate.scaling import effective_throughput
 from cheaptune.estimate.spot import spot_overhead
 from cheaptune.estimate.throughput import ModelShape, estimate_throughput
-from cheaptune.plan.candidates import GpuFit
+from cheaptune.plan.candidates import GpuFit, planned_micro
 from cheaptune.plan.workload import Workload
 
 SECONDS_PER_HOUR = money.SECONDS_PER_HOUR
 CHECKPOINTS_KEPT = 2  # the trainer keeps the last two checkpoints (save_total_limit)
 BF16_BYTES = 2
 HIGH_RISK_PREEMPTIONS = 1.0
+# Between nodes: the price files do not say which instances have InfiniBand/EFA, so we assume Ethernet
+# (the lower efficiency in estimate/data/scaling.yaml) and say so in the plan.
+INTER_NODE_NETWORK = "ethernet"
 
 
 @dataclass
@@ -49,17 +54,30 @@ class Option:
     risk: str
     checkpoint_minutes: float | None
     precision: str
+    num_nodes: int = 1
+    sharding: str | None = None  # None on one GPU; ddp | zero3 | fsdp (| fsdp+offload) on several
     details: dict[str, Any] = field(default_factory=dict)
     offer: Any = field(default=None, repr=False, compare=False)  # the catalog Offer, not shown
     spec: Any = field(default=None, repr=False, compare=False)  # the GpuSpec, not shown
+    fit: Any = field(default=None, repr=False, compare=False)  # the GpuFit it was priced from, not shown
 
     @property
     def total(self) -> float:
         return self.cost["total"]
 
+    @property
+    def total_gpus(self) -> int:
+        return self.gpu_count * self.num_nodes
+
+    def hardware(self) -> str:
+        """'H100 x8', 'H100 x8 x2 nodes', with the sharding when there is more than one GPU."""
+        nodes = f" x{self.num_nodes} nodes" if self.num_nodes > 1 else ""
+        shard = f" {self.sharding}" if self.sharding else ""
+        return f"{self.gpu} x{self.gpu_count}{nodes}{shard}"
+
     def label(self) -> str:
         mode = "spot" if self.spot else self.kind
-        return f"{self.method} on {self.gpu} x{self.gpu_count} at {self.provider}/{self.region} ({mode})"
+        return f"{self.method} on {self.hardware()} at {self.provider}/{self.region} ({mode})"
 
 
 def startup_seconds(shape: ModelShape, workload: Workload, consts: dict[str, float]) -> dict[str, float]:
@@ -79,17 +97,26 @@ def precision_for(gpu: Any) -> str:
 
 
 def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, consts: dict[str, float]) -> Option:
-    """Time, cost and risk of one (method, GPU, offer)."""
-    fit, gpu = gf.fit, gf.gpu
-    accum = math.ceil(workload.effective_batch / max(1, min(fit.micro_batch, workload.effective_batch)))
-    micro = math.ceil(workload.effective_batch / accum)  # same steps, least overshoot of the effective batch
+    """Time, cost and risk of one (method, GPUs, offer); `offer` is one instance of `gf.nodes`."""
+    fit, gpu, nodes = gf.fit, gf.gpu, gf.nodes
+    micro, accum = planned_micro(fit.micro_batch, workload.effective_batch, gf.gpus)
     precision = precision_for(gpu)
     tput = estimate_throughput(
         shape, gpu, gf.method, workload.seq_len, micro, fit.grad_ckpt, fit.trainable_params, precision
     )
-    train_s = workload.train_tokens / tput.tokens_per_s
     start = startup_seconds(shape, workload, consts)
     start_s = sum(start.values())
+    scale = None
+    tokens_per_s = tput.tokens_per_s
+    # nodes that come up first wait (and are billed) up to one provisioning time for the last one
+    wait_s = consts["provision_s"] if nodes > 1 else 0.0
+    if gf.gpus > 1:
+        args = (gf.gpus_per_node, nodes, getattr(gpu, "interconnect", "pcie"), gf.sharding or "ddp", gf.offload,
+                INTER_NODE_NETWORK)
+        tokens_per_s = effective_throughput(tput.tokens_per_s, *args).tokens_per_s
+        scale = effective_throughput(tput.tokens_per_s, *args, node_wait_s=wait_s,
+                                     compute_s=workload.train_tokens / tokens_per_s)
+    train_s = workload.train_tokens / tokens_per_s
     arts = money.artifact_sizes(gf.method, fit.total_params or shape.params, fit.trainable_params or shape.params)
     price = float(offer.price_per_hour)
     spot_est = None
@@ -98,28 +125,33 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         rate = consts["default_spot_interruptions_per_hour"] if rate is None else float(rate)
         ckpt_s = arts.checkpoint_bytes / consts["disk_write_bytes_per_s"]
         restart_s = start_s - start["tokenize"] + arts.checkpoint_bytes / consts["disk_read_bytes_per_s"]
-        spot_est = spot_overhead(train_s, rate, ckpt_s, restart_s)
+        spot_est = spot_overhead(train_s, rate * nodes, ckpt_s, restart_s)  # any node's loss stops the job
     extra_s = spot_est.expected_extra_s if spot_est else 0.0
     wall_s = start_s + train_s + extra_s
     hours = wall_s / SECONDS_PER_HOUR
     kept_gb = (workload.dataset_bytes + CHECKPOINTS_KEPT * arts.checkpoint_bytes) / money.BYTES_PER_GB
+    last = money.compute_cost(start_s + train_s, price, offer.billing_unit_s, offer.min_billed_s)
+    early = money.compute_cost(start_s + train_s + wait_s, price, offer.billing_unit_s, offer.min_billed_s)
     parts = {
-        "compute": money.compute_cost(start_s + train_s, price, offer.billing_unit_s, offer.min_billed_s),
+        "compute": last + (nodes - 1) * early,
         "storage": money.storage_cost(kept_gb, hours, float(offer.storage_gb_month or 0.0)),
         "egress": money.egress_cost(arts.shipped_bytes(gf.method) / money.BYTES_PER_GB, offer.egress_per_gb),
-        "spot_overhead": extra_s / SECONDS_PER_HOUR * price,
+        "spot_overhead": extra_s / SECONDS_PER_HOUR * price * nodes,
     }
     cost = money.cost_summary(parts)
     pessimistic = cost["total"]
     if spot_est:
-        pessimistic += (spot_est.pessimistic_extra_s - extra_s) / SECONDS_PER_HOUR * price
+        pessimistic += (spot_est.pessimistic_extra_s - extra_s) / SECONDS_PER_HOUR * price * nodes
     risk = "low"
     if spot_est:
         risk = "high" if spot_est.expected_preemptions >= HIGH_RISK_PREEMPTIONS else "medium"
+    sharding = None
+    if gf.gpus > 1:
+        sharding = (gf.sharding or "ddp") + ("+offload" if gf.offload else "")
     return Option(
         method=gf.method,
         gpu=gpu.name,
-        gpu_count=1,
+        gpu_count=gf.gpus_per_node,
         provider=offer.provider,
         region=offer.region,
         spot=bool(offer.spot),
@@ -133,15 +165,21 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         micro_batch=micro,
         grad_accum=accum,
         grad_ckpt=fit.grad_ckpt,
-        tokens_per_s=round(tput.tokens_per_s, 1),
+        tokens_per_s=round(tokens_per_s, 1),
         hours=round(hours, 4),
         cost=cost,
         pessimistic_total=round(pessimistic, 4),
         risk=risk,
         checkpoint_minutes=round(spot_est.interval_s / 60, 1) if spot_est else None,
         precision=precision,
+        num_nodes=nodes,
+        sharding=sharding,
         details={
             "throughput": tput.to_dict(),
+            "scale_out": None if scale is None else {
+                "efficiency": round(scale.efficiency, 4), "idle_fraction": round(scale.idle_fraction, 4),
+                "one_gpu_tokens_per_s": round(tput.tokens_per_s, 1), "node_wait_s": wait_s,
+                "network": INTER_NODE_NETWORK if nodes > 1 else None},
             "startup_s": {k: round(v, 1) for k, v in start.items()},
             "train_hours": round(train_s / SECONDS_PER_HOUR, 4),
             "spot": spot_est.to_dict() if spot_est else None,
@@ -149,10 +187,11 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
             "checkpoint_bytes": arts.checkpoint_bytes,
             "trainable_params": fit.trainable_params,
             "memory_basis": fit.basis,
-            "billed_overhead_usd": round(parts["compute"] - train_s / SECONDS_PER_HOUR * price, 4),
+            "billed_overhead_usd": round(parts["compute"] - train_s / SECONDS_PER_HOUR * price * nodes, 4),
             "egress_merged_usd": round(money.egress_cost(arts.merged_bytes / money.BYTES_PER_GB, offer.egress_per_gb), 4),
             "egress_adapter_usd": round(money.egress_cost(arts.adapter_bytes / money.BYTES_PER_GB, offer.egress_per_gb), 4),
         },
         offer=offer,
         spec=gpu,
+        fit=gf,
     )

@@ -9,9 +9,9 @@ from cheaptune.plan.planner import PlanResult
 from cheaptune.plan.pricing import Option
 
 WIDE = 170
-OPTION_KEYS = ("method", "gpu", "gpu_count", "provider", "region", "spot", "kind", "instance_type", "price_per_hour",
-               "peak_vram_bytes", "gpu_memory_bytes", "micro_batch", "grad_accum", "grad_ckpt", "tokens_per_s",
-               "hours", "risk", "checkpoint_minutes", "precision", "pessimistic_total")
+OPTION_KEYS = ("method", "gpu", "gpu_count", "num_nodes", "sharding", "provider", "region", "spot", "kind",
+               "instance_type", "price_per_hour", "peak_vram_bytes", "gpu_memory_bytes", "micro_batch", "grad_accum",
+               "grad_ckpt", "tokens_per_s", "hours", "risk", "checkpoint_minutes", "precision", "pessimistic_total")
 
 
 def option_dict(o: Option, details: bool = False) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def _row(o: Option) -> list[str]:
     c = o.cost
     mode = "spot" if o.spot else o.kind
     return [
-        o.method, f"{o.gpu} x{o.gpu_count}", f"{o.provider}/{o.region}", mode,
+        o.method, o.hardware(), f"{o.provider}/{o.region}", mode,
         f"{o.peak_vram_bytes / GIB:.1f}/{o.gpu_memory_bytes / GIB:.0f} GiB",
         f"{o.micro_batch}/{o.grad_accum}/{'on' if o.grad_ckpt else 'off'}", f"{o.tokens_per_s:,.0f}", f"{o.hours:.2f}",
         f"{c['compute']:.2f}", f"{c['storage'] + c['egress']:.2f}", f"{c['spot_overhead']:.2f}", f"{c['total']:.2f}", o.risk,

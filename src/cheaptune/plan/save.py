@@ -12,7 +12,7 @@ from cheaptune.plan.pricing import Option
 
 def _offer(o: Option) -> planfile.Offer:
     return planfile.Offer(
-        provider=o.provider, gpu=o.gpu, gpu_count=o.gpu_count, region=o.region, spot=o.spot, kind=o.kind,
+        provider=o.provider, gpu=o.gpu, gpu_count=o.gpu_count, num_nodes=o.num_nodes, region=o.region, spot=o.spot, kind=o.kind,
         instance_type=o.instance_type, price_per_hour=o.price_per_hour, billing_unit_s=o.billing_unit_s,
         min_billed_s=o.min_billed_s, total_cost=o.total,
     )
@@ -29,7 +29,7 @@ def to_planfile(r: PlanResult, model: str, dataset: str | None = None) -> planfi
         lora_targets=None if best.method == "full" else "all-linear",
         precision=f"{best.precision}-mixed", quant="nf4" if best.method == "qlora" else None,
         micro_batch=best.micro_batch, grad_accum=best.grad_accum, grad_ckpt=best.grad_ckpt, seq_len=w.seq_len,
-        epochs=w.epochs, checkpoint_minutes=best.checkpoint_minutes,
+        epochs=w.epochs, sharding=best.sharding, checkpoint_minutes=best.checkpoint_minutes,
     )
     cost = {k: best.cost[k] for k in ("compute", "storage", "egress", "spot_overhead", "total")}
     prediction = planfile.Prediction(

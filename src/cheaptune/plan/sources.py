@@ -6,58 +6,103 @@ are cached on disk (stdlib only), so a warm plan never imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from cheaptune.errors import BadInput
-from cheaptune.plan.candidates import FitFn, FitOutcome
+from cheaptune.plan.candidates import FitFn, FitOutcome, MultiFitFn, planned_micro
 from cheaptune.plan.workload import Workload
 from cheaptune.util import atomic
 from cheaptune.util.paths import cache_dir
 
-FIT_CACHE_SCHEMA = 1
+FIT_CACHE_SCHEMA = 2  # 2: the peak is at the planned micro-batch; multi-GPU fits
 DEFAULT_EXAMPLE_TOKENS = 512
 MAX_MICRO_BATCH = 64
 
 
-def _fit_key(spec: Any, method: str, mem: int, seq_len: int, headroom: float, lora_r: int, cap: int) -> str:
+def _fit_key(spec: Any, **parts: Any) -> str:
     from cheaptune.estimate import memory
 
-    blob = json.dumps({"s": FIT_CACHE_SCHEMA, "v": memory.ESTIMATOR_VERSION, "cfg": spec.config, "m": method,
-                       "mem": mem, "seq": seq_len, "h": headroom, "r": lora_r, "cap": cap}, sort_keys=True, default=str)
+    blob = json.dumps({"s": FIT_CACHE_SCHEMA, "v": memory.ESTIMATOR_VERSION, "cfg": spec.config, **parts},
+                      sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_micro_batch: int = 64) -> FitFn:
+def _cached(key: str, compute) -> FitOutcome:
+    path = cache_dir("plan_fits") / f"{key}.json"
+    try:
+        return FitOutcome(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        pass
+    out = compute()
+    atomic.write_text(path, json.dumps(out.__dict__))
+    return out
+
+
+def _outcome(req: Any, res: Any, effective_batch: int | None, gpus: int) -> FitOutcome:
+    """The fit at the micro-batch the plan will run: the estimate at that micro-batch, not at the largest
+    that fits (that can be one more). It is never larger, so the fit's headroom still holds."""
+    from cheaptune.estimate.memory import estimate_memory
+
+    if res is None:  # the least it needs: micro-batch 1 with checkpointing
+        least = estimate_memory(dataclasses.replace(req, micro_batch=1, grad_ckpt=True))
+        return FitOutcome(False, peak_bytes=least.device_total_bytes, trainable_params=least.trainable_params,
+                          total_params=least.total_params, basis=least.basis)
+    micro, e = res.micro_batch, res.estimate
+    if effective_batch is not None:
+        micro, _ = planned_micro(res.micro_batch, effective_batch, gpus)
+        if micro != res.micro_batch:
+            e = estimate_memory(dataclasses.replace(req, micro_batch=micro, grad_ckpt=res.grad_ckpt))
+    return FitOutcome(True, micro, res.grad_ckpt, e.device_total_bytes, e.trainable_params, e.total_params, e.basis)
+
+
+def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_micro_batch: int = 64,
+             effective_batch: int | None = None) -> FitFn:
     """A FitFn over estimate.memory.fit_micro_batch; when nothing fits, `peak_bytes` is the least it needs.
 
     Micro-batches beyond the effective batch buy nothing, so `max_micro_batch` caps the search (and its cost).
+    With `effective_batch` the outcome is at the micro-batch the plan runs (candidates.planned_micro).
     """
     cap = max(1, min(max_micro_batch, MAX_MICRO_BATCH))
 
     def fit(method: str, mem: int) -> FitOutcome:
-        path = cache_dir("plan_fits") / f"{_fit_key(spec, method, mem, seq_len, headroom, lora_r, cap)}.json"
-        try:
-            return FitOutcome(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
-            pass
-        from cheaptune.estimate.memory import EstimateRequest, estimate_memory, fit_micro_batch
+        key = _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, cap=cap, eb=effective_batch)
 
-        req = EstimateRequest(model=spec.id, method=method, seq_len=seq_len, lora_r=lora_r)
-        res = fit_micro_batch(req, mem, headroom=headroom, max_micro_batch=cap)
-        if res is None:
-            least = estimate_memory(EstimateRequest(model=spec.id, method=method, seq_len=seq_len, lora_r=lora_r,
-                                                    micro_batch=1, grad_ckpt=True))
-            out = FitOutcome(False, peak_bytes=least.device_total_bytes, trainable_params=least.trainable_params,
-                             total_params=least.total_params, basis=least.basis)
-        else:
-            e = res.estimate
-            out = FitOutcome(True, res.micro_batch, res.grad_ckpt, e.device_total_bytes, e.trainable_params,
-                             e.total_params, e.basis)
-        atomic.write_text(path, json.dumps(out.__dict__))
-        return out
+        def compute() -> FitOutcome:
+            from cheaptune.estimate.memory import EstimateRequest, fit_micro_batch
+
+            req = EstimateRequest(model=spec.id, method=method, seq_len=seq_len, lora_r=lora_r)
+            return _outcome(req, fit_micro_batch(req, mem, headroom=headroom, max_micro_batch=cap), effective_batch, 1)
+
+        return _cached(key, compute)
+
+    return fit
+
+
+def real_multi_fit(spec: Any, seq_len: int, headroom: float, lora_r: int, effective_batch: int) -> MultiFitFn:
+    """A MultiFitFn over estimate.sharding.fit_micro_batch_sharded: the per-GPU fit on `gpus` GPUs.
+
+    Each GPU's share of the effective batch caps its micro-batch; the sharded estimate derives from the
+    one-GPU estimates (disk-cached), so trying several shardings and GPU counts costs few simulations."""
+
+    def fit(method: str, mem: int, gpus: int, sharding: str, offload: bool) -> FitOutcome:
+        cap = max(1, min(-(-effective_batch // gpus), MAX_MICRO_BATCH))
+        key = _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, eb=effective_batch, n=gpus,
+                       sh=sharding, off=offload)
+
+        def compute() -> FitOutcome:
+            from cheaptune.estimate.memory import EstimateRequest
+            from cheaptune.estimate.sharding import fit_micro_batch_sharded
+
+            req = EstimateRequest(model=spec.id, method=method, seq_len=seq_len, lora_r=lora_r)
+            res = fit_micro_batch_sharded(req, mem, gpus, sharding, offload, headroom, cap, dict(spec.config))
+            sharded = dataclasses.replace(req, gpus=gpus, sharding=sharding, offload=offload)
+            return _outcome(sharded, res, effective_batch, gpus)
+
+        return _cached(key, compute)
 
     return fit
 

@@ -58,7 +58,7 @@ class Constraints:
     exclude_providers: tuple[str, ...] = ()
     spot: str = "auto"
     community: bool = True
-    max_gpus: int = 1
+    max_gpus: int = 8  # GPUs in all (per node x nodes); more than one only where one GPU cannot serve
     headroom: float = 0.10
     objective: str = "cost"
     top: int = 8
