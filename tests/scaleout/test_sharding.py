@@ -134,3 +134,17 @@ def test_sharded_fit_finds_the_largest_per_gpu_micro_batch(tiny_model_dir):
     assert fit is not None and (fit.micro_batch, fit.grad_ckpt) == (3, False)
     assert fit.estimate.inputs["sharding"] == "zero3" and fit.estimate.device_total_bytes <= budget
     assert fit_micro_batch_sharded(req, per_gpu(1) // 2, 2, "zero3", headroom=0.0, model_config=cfg) is None
+
+
+def test_forward_peak_keeps_activations_when_offloading():
+    """The forward holds no gradients, so sharding them must not be credited to it (70B-style case)."""
+    total, act = 1_000_000_000, 30 * GIB
+    b = {"trainable_weights": 2 * total, "gradients": 2 * total, "optimizer_state": 4 * total}
+    fwd = 2 * total + 4 * total + act  # weights + optimizer state + activations; no gradients yet
+    opt = 8 * total
+    single = MemoryEstimate(opt, opt, opt + GIB, dict(b), {"forward": fwd, "backward": fwd, "optimizer": opt},
+                            total, total, "simulated", {"model": "x", "method": "full", "optimizer": "adamw"}, "1",
+                            details={"peak_phase": "optimizer"})
+    est = shard_estimate(single, 8, "fsdp", offload=True, model_config=CFG)
+    assert est.phase_peaks["forward"] >= act
+    assert est.peak_allocated_bytes >= act

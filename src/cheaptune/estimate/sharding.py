@@ -124,6 +124,25 @@ def _model_state(s: str, single, cfg: dict, gpus: int, offload: bool) -> tuple[d
     return per_gpu, host
 
 
+def _sharded_phases(single, per_gpu: dict[str, int], comm: int) -> dict[str, int]:
+    """Each phase's per-GPU peak: the single-GPU peak minus only the state that phase holds, plus buffers.
+
+    Weights and optimizer state live through every phase of a steady-state step. Gradients do not exist
+    during the forward (zero_grad sets them to None), all exist in the optimizer step, and in the backward
+    they are counted only when the backward holds the overall peak (the breakdown is taken there), so
+    savings are never credited to a phase that did not have them.
+    """
+    b = single.breakdown
+    saved = {k: b.get(k, 0) - v for k, v in per_gpu.items()}
+    static = saved["weights"] + saved["trainable_weights"] + saved["optimizer_state"]
+    peak_phase = single.details.get("peak_phase")
+    out = {}
+    for ph, v in single.phase_peaks.items():
+        grads = saved["gradients"] if ph == "optimizer" or ph == peak_phase else 0
+        out[ph] = max(v - static - grads, 0) + comm
+    return out
+
+
 def shard_estimate(single, gpus: int, sharding: str | None = "ddp", offload: bool = False,
                    model_config: dict | None = None):
     """Per-GPU MemoryEstimate for `gpus` data-parallel GPUs, from a 1-GPU estimate of the same request.
@@ -137,10 +156,8 @@ def shard_estimate(single, gpus: int, sharding: str | None = "ddp", offload: boo
     cfg = model_config if model_config is not None else _model_config(single)
     per_gpu, host = _model_state(s, single, cfg, gpus, offload)
     comm = _comm_buffers(s, single, cfg, gpus)
-    removed = sum(single.breakdown.get(k, 0) - v for k, v in per_gpu.items())
-    delta = sum(comm.values()) - removed
-    phases = {ph: max(v + delta, 0) for ph, v in single.phase_peaks.items()}
-    allocated = max(single.peak_allocated_bytes + delta, 0)
+    phases = _sharded_phases(single, per_gpu, sum(comm.values()))
+    allocated = max(phases.values())
     reserved, total = overheads.reserved_and_total(allocated)
     if s != "ddp":  # gathers on a side stream keep freed blocks in separate allocator pools
         extra = int(allocated * constants()["sharded_allocator_extra_fraction"])
