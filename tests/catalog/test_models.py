@@ -83,23 +83,62 @@ def test_unknown_hub_id_offline_names_close_entries(monkeypatch):
 
 
 def test_unknown_hub_id_online_fetches_config_only(monkeypatch, tmp_path):
+    import socket
+
     import huggingface_hub
+
+    from cheaptune.catalog import models
 
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps(_TINY))
     calls = []
+
+    def download(repo, name, local_files_only=False):
+        calls.append((repo, name, local_files_only))
+        if local_files_only:
+            raise FileNotFoundError("not in the local cache")
+        return str(cfg)
+
+    class _Conn:
+        def close(self):
+            pass
+
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo, name: calls.append((repo, name)) or str(cfg))
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(socket, "create_connection", lambda addr, timeout: _Conn())
     spec = resolve_model("someone/tiny-llama")
-    assert calls == [("someone/tiny-llama", "config.json")]
+    assert calls == [("someone/tiny-llama", "config.json", True), ("someone/tiny-llama", "config.json", False)]
     assert spec.id == "someone/tiny-llama" and spec.params == count_params(_TINY)
 
-    def fail(repo, name):
-        raise OSError("no network")
+    def unreachable(addr, timeout):
+        assert timeout == models.HUB_PROBE_TIMEOUT_S
+        raise OSError("Name or service not known")
 
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fail)
-    with pytest.raises(BadInput, match=r"cannot fetch config.json \(OSError\)"):
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    with pytest.raises(BadInput, match=r"cannot fetch config.json \(ConnectionError\)"):
         resolve_model("someone/other-model")
+
+
+def test_cached_config_is_used_without_network(monkeypatch, tmp_path):
+    import socket
+
+    import huggingface_hub
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(_TINY))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo, name, local_files_only=False: str(cfg))
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("went online"))
+    assert resolve_model("someone/cached").params == count_params(_TINY)
+
+
+def test_instruct_variant_offline_uses_base_architecture(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = resolve_model("HuggingFaceTB/SmolLM2-135M-Instruct")
+    base = resolve_model("HuggingFaceTB/SmolLM2-135M")
+    assert spec.id == "HuggingFaceTB/SmolLM2-135M-Instruct" and spec.config == base.config
+    assert "architecture of HuggingFaceTB/SmolLM2-135M" in spec.source
+    assert resolve_model("meta-llama/Llama-2-7b-chat-hf").params == resolve_model("llama-2-7b").params
 
 
 _TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,

@@ -7,12 +7,16 @@ works offline; anything else comes from a local config.json or, when online, the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
+import socket
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -129,19 +133,54 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
 
 
-def _from_hub(repo_id: str, close: list[str]) -> ModelSpec:
-    """Fetch only config.json; no weights, no remote code."""
-    nearby = f"; close catalog entries: {', '.join(close)}" if close else ""
-    how = "pass a local config.json or model directory"
-    if _offline():
-        raise BadInput(f"model {repo_id!r} is not in the catalog and HF_HUB_OFFLINE is set; {how}{nearby}")
-    from huggingface_hub import hf_hub_download
+HUB_PROBE_TIMEOUT_S = 3.0  # a reachable hub answers a TCP connect well within this
+
+# Suffixes of chat/instruct releases that keep their base model's architecture (config fields).
+_VARIANT_SUFFIXES = re.compile(r"[-_](instruct|chat|it)(?=$|[-_])", re.IGNORECASE)
+
+
+def _hub_config(repo_id: str) -> Path:
+    """config.json from the local HF cache, else from the hub; fails fast when the hub is unreachable
+    (huggingface_hub would otherwise retry for about half a minute)."""
+    from huggingface_hub import constants, hf_hub_download
 
     try:
-        file = hf_hub_download(repo_id, "config.json")
+        return Path(hf_hub_download(repo_id, "config.json", local_files_only=True))
+    except Exception:  # not cached: go online
+        pass
+    host = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((host.hostname, host.port or 443), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError as err:
+        raise ConnectionError(f"hub unreachable: {err}") from None
+    return Path(hf_hub_download(repo_id, "config.json"))
+
+
+def _base_variant(repo_id: str, specs: list[ModelSpec]) -> ModelSpec | None:
+    """The catalog entry whose architecture an instruct/chat release shares (e.g. X-Instruct -> X)."""
+    base = _VARIANT_SUFFIXES.sub("", repo_id).lower()
+    for spec in specs:
+        if base != repo_id.lower() and base in _keys(spec):
+            return dataclasses.replace(spec, id=repo_id, source=f"architecture of {spec.id} ({spec.source})")
+    return None
+
+
+def _from_hub(repo_id: str, close: list[str], specs: list[ModelSpec]) -> ModelSpec:
+    """Fetch only config.json; no weights, no remote code. Offline, an instruct/chat variant of a
+    catalog model uses its base's architecture (same config fields)."""
+    nearby = f"; close catalog entries: {', '.join(close)}" if close else ""
+    how = "pass a local config.json or model directory"
+    try:
+        if _offline():
+            raise ConnectionError("HF_HUB_OFFLINE is set")
+        file = _hub_config(repo_id)
     except Exception as err:  # network, auth, missing repo: all mean "cannot get it now"
-        raise BadInput(f"model {repo_id!r}: cannot fetch config.json ({type(err).__name__}); {how}{nearby}") from None
-    cfg = read_config(Path(file))
+        variant = _base_variant(repo_id, specs)
+        if variant is not None:
+            return variant
+        why = "HF_HUB_OFFLINE is set" if _offline() else f"cannot fetch config.json ({type(err).__name__})"
+        raise BadInput(f"model {repo_id!r} is not in the catalog and {why}; {how}{nearby}") from None
+    cfg = read_config(file)
     return ModelSpec(id=repo_id, family=str(cfg["model_type"]), config=cfg, source=f"https://huggingface.co/{repo_id}")
 
 
@@ -161,7 +200,7 @@ def resolve_model(name_or_path: str | os.PathLike, path: Path | None = None) -> 
     if raw.endswith(".json") or raw.startswith((".", "/", "~")) or os.sep + os.sep in raw:
         raise BadInput(f"{raw}: no such file or directory")
     if raw.count("/") == 1 and all(raw.split("/")):
-        return _from_hub(raw, close)
+        return _from_hub(raw, close, specs)
     hint = f" (did you mean {', '.join(close)}?)" if close else "; run `cheaptune models` for the list"
     raise BadInput(f"unknown model {raw!r}{hint}")
 
