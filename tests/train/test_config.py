@@ -79,7 +79,7 @@ def test_plan_supplies_method_batch_and_price(tmp_path):
     assert cfg.base_model == "mine"  # the config's model wins; the plan fills gaps only
     assert cfg.datasets[0].path == "d.jsonl"
     assert (cfg.method, cfg.micro_batch_size, cfg.gradient_accumulation_steps) == ("qlora", 4, 2)
-    assert cfg.gradient_checkpointing and cfg.bf16 and cfg.optimizer == "paged_adamw_8bit"
+    assert cfg.gradient_checkpointing and cfg.precision == "bf16-mixed" and cfg.optimizer == "paged_adamw_8bit"
     assert (cfg.price_per_hour, cfg.billing_unit_s, cfg.save_minutes, cfg.budget_usd) == (1.5, 60, 12.5, 2.0)
     assert cfg.predicted_cost_usd == 0.5
 

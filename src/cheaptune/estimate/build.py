@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cheaptune.estimate.policy import Policy
+from cheaptune.estimate.policy import FUSED_HEAD_OUTPUTS, Policy, set_adapter_dtype
 
 LAYER_LIST_KEYS = ("layer_types", "mlp_only_layers")
 
@@ -37,12 +37,12 @@ def instantiate_on_meta(cfg, dtype: torch.dtype = torch.bfloat16, attn: str = "s
     try:
         with torch.device("meta"):
             try:
-                return AutoModelForCausalLM.from_config(cfg)
+                return AutoModelForCausalLM.from_config(cfg, dtype=dtype)
             except ValueError as err:  # architectures without SDPA (e.g. gemma2 soft-capping) train with eager
                 if "scaled_dot_product_attention" not in str(err):
                     raise
                 cfg._attn_implementation = "eager"
-                return AutoModelForCausalLM.from_config(cfg)
+                return AutoModelForCausalLM.from_config(cfg, dtype=dtype)
     finally:
         torch.set_default_dtype(old)
 
@@ -100,14 +100,22 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
         with torch.device("meta"):
             model = peft.get_peft_model(model, _peft_config(req, policy, model),
                                         autocast_adapter_dtype=policy.adapter_dtype == torch.float32)
-        for name, p in model.named_parameters():
-            if p.requires_grad and p.dtype != policy.adapter_dtype and "lora_magnitude_vector" not in name:
-                p.data = p.data.to(policy.adapter_dtype)  # trl casts QLoRA adapters to bf16
+        set_adapter_dtype(model, policy)
     if req.grad_ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if req.method != "full":
             model.enable_input_require_grads()
+    add_trainer_loss_head(model)
     return Built(model, quantized)
+
+
+def add_trainer_loss_head(model) -> None:
+    """trl's SFTTrainer loss: its chunked LM head on the (unwrapped) model, with the outputs it asks for.
+    `model(..., fused_lm_head=True)` then returns per-token log-probs, never the full logits."""
+    from trl.trainer.utils import add_fused_lm_head
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    add_fused_lm_head(base, outputs=FUSED_HEAD_OUTPUTS)
 
 
 def _quantize_fake(mod, p, req):
@@ -133,7 +141,8 @@ def meta_to_fake(model, fake_mode, req, quantized: bool) -> None:
 
         linear4 = bnb.nn.Linear4bit
         if not isinstance(bF.name2qmap.get("dynamic"), torch.Tensor) or bF.name2qmap["dynamic"].is_meta:
-            bF.name2qmap["dynamic"] = fake_mode.from_tensor(bF.create_dynamic_map())  # pitfall A
+            dyn = bF.create_dynamic_map()  # pitfall A; a real run (validation) keeps the real table
+            bF.name2qmap["dynamic"] = fake_mode.from_tensor(dyn) if hasattr(fake_mode, "from_tensor") else dyn
     memo: dict[int, torch.Tensor] = {}
     with fake_mode:
         for mod in model.modules():

@@ -1,19 +1,30 @@
-"""The training defaults the estimate assumes, in one table the trainer follows too.
+"""The one training policy: the estimator simulates it and the trainer (cheaptune.train) reads it.
 
 Precision names: `bf16-true` keeps every tensor (base weights, adapters, grads, optimizer state) in
-bf16 with no autocast; `bf16-mixed` / `fp16-mixed` keep trainable weights in fp32 (master copy) and
-run under autocast, while frozen base weights stay 16-bit (nothing to update, so no master copy);
-`fp32` is fp32 throughout.
+bf16 with no autocast (HF Trainer bf16=False on a bf16-loaded model); `bf16-mixed` / `fp16-mixed`
+keep trainable weights in fp32 (master copy) and run under autocast (Trainer bf16/fp16=True), while
+frozen base weights stay 16-bit (nothing to update, so no master copy); `fp32` is fp32 throughout.
 
-Defaults, chosen for the cheapest run that still trains well, and matching what trl's SFTTrainer does:
-- full: bf16-true (8 B/param with AdamW instead of 16-18; torchtune's and LLaMA-Factory pure_bf16 default).
-- lora, dora, ia3, prompt/prefix tuning: bf16-mixed (bf16 base, fp32 adapters: peft's
-  autocast_adapter_dtype=True default, with Trainer bf16=True autocast).
-- qlora: bf16-true (NF4 base, bf16 compute; trl casts QLoRA adapters to bf16 except DoRA magnitudes).
-Other trainer settings the estimate assumes: optimizer adamw = torch AdamW fused (Trainer's
-adamw_torch_fused), lora_dropout 0.0 (peft default; >0 stores an input copy per adapted module),
-20 virtual tokens for prompt/prefix tuning, use_cache=False, gradient checkpointing non-reentrant,
-no padding (packing / padding-free: attention_mask None), HF's own causal-LM loss.
+Defaults on a GPU, chosen for the cheapest run that still trains well:
+- full: bf16-true. 8 B/param with AdamW instead of 16 for fp32 master weights: a 7B model fits one
+  80 GB GPU instead of needing two. torchtune's single-device full fine-tuning and LLaMA-Factory's
+  pure_bf16 do the same. The known risk: with very small learning rates (~1e-6) bf16 rounds some
+  updates away; `precision: bf16-mixed` (trainer) / `--precision bf16-mixed` (estimate) is the safe choice.
+- lora, dora, ia3, prompt/prefix tuning: bf16-mixed: bf16 frozen base, fp32 adapters (peft's
+  autocast_adapter_dtype=True), bf16 autocast. Adapters are small, so fp32 costs little and is the
+  field's standard (peft, trl, axolotl).
+- qlora: bf16-true: NF4 base with bf16 compute; adapters bf16 whatever the precision, because trl
+  casts a quantized model's trainable weights to bf16 (QLoRA paper; DoRA magnitudes excepted). The
+  frozen non-quantized weights (embeddings, norms, head) stay 16-bit: no peft
+  prepare_model_for_kbit_training, whose fp32 upcast costs 2x on the embeddings for nothing.
+Other settings: AdamW = torch AdamW fused (HF `adamw_torch_fused`; torch has a fused kernel on CUDA
+and CPU, and it needs no foreach temporaries), LoRA dropout 0.0 (peft's, torchtune's and Unsloth's
+default; >0 stores a dropped copy of each adapted module's input, ~10% more activation memory at
+all-linear), 20 virtual tokens for prompt/prefix tuning (peft's examples), gradient checkpointing
+non-reentrant, use_cache=False, padding-free packing (no attention mask), and trl's loss: a chunked
+LM head that never materialises the [tokens, vocab] logits (trl.trainer.utils.add_fused_lm_head).
+On CPU the trainer runs fp32 unless asked (tests, smoke runs); the estimator always simulates the
+GPU policy, since that is what a plan rents.
 """
 
 from __future__ import annotations
@@ -35,24 +46,38 @@ DEFAULT_PRECISION: dict[str, str] = {
     "prompt_tuning": "bf16-mixed",
     "prefix_tuning": "bf16-mixed",
 }
+# On a GPU without bf16 (T4, V100): fp16 needs loss scaling over fp32 master weights.
+NO_BF16_PRECISION = "fp16-mixed"
 DEFAULT_QUANT = {"qlora": "nf4-dq"}
+DEFAULT_OPTIMIZER = "adamw"
 LORA_DROPOUT = 0.0
 VIRTUAL_TOKENS = 20
-# Trainer `optim` names for our optimizer choices (transformers OptimizerNames).
-HF_OPTIM = {
-    "adamw": "adamw_torch_fused",
-    "adamw-8bit": "adamw_bnb_8bit",
-    "paged-adamw-8bit": "paged_adamw_8bit",
-    "sgd": "sgd",
-    "adafactor": "adafactor",
+QLORA_ADAPTER_DTYPE = "bfloat16"  # trl's cast for quantized models (SFTTrainer.__init__)
+# What trl 1.16's SFTTrainer asks its fused LM head for: the loss and the entropy/accuracy metrics.
+FUSED_HEAD_OUTPUTS = ("log_probs", "entropy", "is_top1")
+# Trainer `optim` names (transformers OptimizerNames) per device. Fused AdamW exists on both.
+HF_OPTIM: dict[str, dict[str, str]] = {
+    "cuda": {
+        "adamw": "adamw_torch_fused",
+        "adamw-8bit": "adamw_bnb_8bit",
+        "paged-adamw-8bit": "paged_adamw_8bit",
+        "sgd": "sgd",
+        "adafactor": "adafactor",
+    },
 }
+HF_OPTIM["cpu"] = dict(HF_OPTIM["cuda"])
+
+
+def hf_optim(optimizer: str = DEFAULT_OPTIMIZER, device: str = "cuda") -> str:
+    """The HF `optim` name for one of our optimizer names (`adamw_8bit` spelling accepted too)."""
+    return HF_OPTIM[device][optimizer.replace("_", "-")]
 
 
 @dataclass(frozen=True)
 class Policy:
-    """Resolved dtypes (torch dtype names) for one request."""
+    """Resolved dtypes (torch dtype names) for one method and precision."""
 
-    base: str  # frozen / all weights
+    base: str  # frozen / all weights (for QLoRA: the non-quantized ones and the compute dtype)
     adapter: str  # trainable weights of PEFT methods
     autocast: str | None  # autocast dtype, None for no autocast
     lora_dropout: float = LORA_DROPOUT
@@ -76,12 +101,30 @@ class Policy:
 
         return getattr(torch, self.autocast) if self.autocast else None
 
+    @property
+    def trainer_flags(self) -> tuple[bool, bool]:
+        """(bf16, fp16) for HF TrainingArguments: autocast on or off."""
+        return self.autocast == "bfloat16", self.autocast == "float16"
+
 
 def resolve_policy(method: str, precision: str) -> Policy:
     if precision == "fp32":
-        return Policy("float32", "float32", None)
-    half = "bfloat16" if precision.startswith("bf16") else "float16"
-    if precision.endswith("-true"):
-        return Policy(half, half, None)
-    base = half if method != "full" else "float32"
-    return Policy(base, "float32", half)
+        base, adapter, autocast = "float32", "float32", None
+    else:
+        half = "bfloat16" if precision.startswith("bf16") else "float16"
+        if precision.endswith("-true"):
+            base, adapter, autocast = half, half, None
+        else:
+            base, adapter, autocast = (half if method != "full" else "float32"), "float32", half
+    if method == "qlora":
+        adapter = QLORA_ADAPTER_DTYPE
+    return Policy(base, adapter, autocast)
+
+
+def set_adapter_dtype(model, policy: Policy) -> None:
+    """Trainable weights in the policy's adapter dtype, as trl leaves them (DoRA magnitudes stay fp32:
+    their updates are below bf16's resolution, trl#7268). Called on the model by trainer and estimator."""
+    dtype = policy.adapter_dtype
+    for name, p in model.named_parameters():
+        if p.requires_grad and p.dtype != dtype and "lora_magnitude_vector" not in name:
+            p.data = p.data.to(dtype)

@@ -2,6 +2,14 @@
 
 Step 2 is the one reported: in step 1 the optimizer state does not exist yet during forward and
 backward, which under-states the peak (7B at b=4, s=2048: 61 vs 86 GiB in the research note).
+
+The step is our trainer's (trl 1.16 SFTTrainer.training_step): trl's chunked LM head (loss plus the
+entropy/accuracy metrics it logs, computed per tile, never the full logits), gradient clipping, and
+the optimizer HF Trainer builds from the policy's `optim` name. trl folds each logits tile with
+in-place Triton kernels on a GPU; its CPU fallback allocates tile-sized temporaries instead, so by
+default (`loss_kernels="gpu"`) those folds are stood in by no-ops that allocate nothing, like the
+kernels. Left out: trl scores only the labelled positions on a GPU (hidden_states[mask]) where we
+score all, erring high by at most one [tokens, hidden] copy.
 """
 
 from __future__ import annotations
@@ -12,11 +20,12 @@ from dataclasses import dataclass, field
 import torch
 
 from cheaptune.estimate.build import build_on_meta, meta_to_fake, quiet
-from cheaptune.estimate.policy import resolve_policy
+from cheaptune.estimate.policy import hf_optim, resolve_policy
 from cheaptune.estimate.tracker import PeakTracker
 
 PHASES = ("forward", "backward", "optimizer")
 LR = 1e-4
+MAX_GRAD_NORM = 1.0  # our TrainConfig default; the Trainer clips whenever it is > 0
 
 
 @dataclass
@@ -58,16 +67,30 @@ class Adam8bitStandIn(torch.optim.Optimizer):
                 p.add_(p.grad, alpha=-group["lr"])
 
 
-def make_optimizer(name: str, params):
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=LR, fused=True)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=LR)
-    if name == "adafactor":
-        from transformers.optimization import Adafactor
+def trainer_optimizer(optim: str) -> tuple[type, dict]:
+    """(class, kwargs) HF Trainer creates for an `optim` name: its own resolution, so they cannot drift.
 
-        return Adafactor(params, lr=LR, scale_parameter=False, relative_step=False, warmup_init=False)
-    return Adam8bitStandIn(params)
+    It reads only fields of TrainingArguments, so their defaults stand in for an instance: building a real
+    one resets accelerate's global state, which would break a trainer running in the same process."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from transformers import Trainer, TrainingArguments
+
+    fields = {}
+    for f in dataclasses.fields(TrainingArguments):
+        factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        fields[f.name] = factory() if factory else (None if f.default is dataclasses.MISSING else f.default)
+    args = SimpleNamespace(**{**fields, "optim": optim, "learning_rate": LR})
+    return Trainer.get_optimizer_cls_and_kwargs(args, None)
+
+
+def make_optimizer(name: str, params):
+    """The optimizer the trainer creates; bitsandbytes' 8-bit ones by a stand-in with their state layout."""
+    if name in ("adamw-8bit", "paged-adamw-8bit"):
+        return Adam8bitStandIn(params)
+    cls, kwargs = trainer_optimizer(hf_optim(name))
+    return cls(params, **kwargs)
 
 
 def _count_params(model) -> tuple[int, int]:
@@ -93,8 +116,11 @@ def _max_quant_linear(model) -> int:
     return best
 
 
-def simulate(req, cfg, real: bool = False, steps: int = 2) -> SimResult:
-    """Peak memory of `steps` training steps (the last one reported) for `req` on model config `cfg`."""
+def simulate(req, cfg, real: bool = False, steps: int = 2, loss_kernels: str = "gpu") -> SimResult:
+    """Peak memory of `steps` training steps (the last one reported) for `req` on model config `cfg`.
+
+    `loss_kernels`: "gpu" allocates what trl's Triton loss kernels do (nothing); "cpu" runs trl's
+    CPU fallback as is, to compare with a real CPU run of the trainer."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     policy = resolve_policy(req.method, req.precision)
@@ -109,7 +135,8 @@ def simulate(req, cfg, real: bool = False, steps: int = 2) -> SimResult:
         else:
             meta_to_fake(model, mode, req, built.quantized)
         model.train()
-        with mode, (contextlib.nullcontext() if real else _real_mask_decision()):
+        kernels = _gpu_loss_kernels() if loss_kernels == "gpu" else contextlib.nullcontext()
+        with mode, kernels, (contextlib.nullcontext() if real else _real_mask_decision()):
             return _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin)
 
 
@@ -128,6 +155,23 @@ def _bnb_qmap_restored():
         if bf is not None:
             bf.name2qmap.clear()
             bf.name2qmap.update(before or {})
+
+
+def _noop(*_args, **_kwargs) -> None:
+    return None
+
+
+@contextlib.contextmanager
+def _gpu_loss_kernels():
+    """trl's per-tile folds and fp32 accumulation are in-place Triton/cuBLAS calls on a GPU (no new
+    tensors); on CPU they are torch ops with tile-sized temporaries. Memory-wise a no-op is the kernel."""
+    from unittest import mock
+
+    from trl.kernels import chunked_logprob as cl
+
+    with mock.patch.object(cl, "_forward_tile", _noop), mock.patch.object(cl, "_backward_tile", _noop), \
+            mock.patch.object(cl, "_addmm_fp32", _noop):
+        yield
 
 
 @contextlib.contextmanager
@@ -163,9 +207,9 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> Sim
     static = dict(tracker.cur)
     for p in params:
         p.register_post_accumulate_grad_hook(lambda t: tracker.retag(t.grad, "gradients"))
-    head = model.get_output_embeddings()
-    if head is not None:
-        head.register_forward_pre_hook(lambda *_: setattr(tracker, "forward_category", "logits_loss"))
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    # trl's fused head uses the head's weight, not the module: everything after the backbone is the loss
+    base.base_model.register_forward_hook(lambda *_: setattr(tracker, "forward_category", "logits_loss"))
     _install_bucket_hooks(model, tracker, cfg)
     opt = make_optimizer(req.optimizer, params)
     vocab = cfg.vocab_size
@@ -175,15 +219,19 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> Sim
         tracker.reset_peaks()
         with tracker:
             ids = torch.randint(0, vocab, (req.micro_batch, req.seq_len))
+            pos = torch.arange(req.seq_len).expand(req.micro_batch, -1)  # trl's padding-free collator sends these
             tracker.phase, tracker.forward_category = "forward", None
             with autocast:
-                out = model(input_ids=ids, labels=ids, use_cache=False)
-            loss = out.loss
-            del out, ids
+                out = model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False, fused_lm_head=True)
+                # trl's compute_loss: summed NLL over labelled tokens, plus its logged metrics
+                loss = -out.log_probs.sum() / out.label_mask.sum().clamp(min=1)
+                metrics = (out.entropy.detach().sum(), out.is_top1.sum())
+            del out, ids, pos, metrics
             tracker.phase, tracker.forward_category, tracker.bucket = "backward", None, "head"
             loss.backward()
             del loss
             tracker.phase = "optimizer"
+            torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM)
             opt.step()
             for st in opt.state.values():
                 for v in st.values():

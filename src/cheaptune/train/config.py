@@ -12,10 +12,12 @@ import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cheaptune.errors import BadInput
+from cheaptune.estimate.policy import LORA_DROPOUT, VIRTUAL_TOKENS
 from cheaptune.util.names import did_you_mean
 
 METHODS = ("full", "lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning")
 Method = Literal["full", "lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning"]
+PrecisionName = Literal["bf16-true", "bf16-mixed", "fp16-mixed", "fp32"]
 
 
 def _alias(*names: str) -> Any:
@@ -41,11 +43,11 @@ class TrainConfig(BaseModel):
     load_in_4bit: bool = False
     lora_r: int = Field(16, ge=1)
     lora_alpha: int = Field(32, ge=1)
-    lora_dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    lora_dropout: float = Field(LORA_DROPOUT, ge=0.0, lt=1.0, description="default: the estimate's policy")
     lora_target_modules: list[str] | str | None = None
     lora_target_linear: bool | None = None
     lora_targets: str = Field("all-linear", description="preset: qv | attention | mlp | all-linear, +lm_head")
-    num_virtual_tokens: int = Field(16, ge=1, description="prompt/prefix tuning length")
+    num_virtual_tokens: int = Field(VIRTUAL_TOKENS, ge=1, description="prompt/prefix tuning length")
     datasets: list[DatasetSpec] = Field(default_factory=list)
     val_set_size: float = Field(0.0, ge=0.0, description="fraction (<1) or row count (>=1) held out")
     sequence_len: int = Field(2048, ge=8, validation_alias=AliasChoices("sequence_len", "max_length", "max_seq_length"))
@@ -57,11 +59,13 @@ class TrainConfig(BaseModel):
     learning_rate: float = Field(2e-4, gt=0)
     lr_scheduler: str = Field("cosine", validation_alias=AliasChoices("lr_scheduler", "lr_scheduler_type"))
     warmup_steps: int = Field(0, ge=0)
-    optimizer: str = Field("adamw_torch", validation_alias=AliasChoices("optimizer", "optim"))
+    optimizer: str | None = Field(None, validation_alias=AliasChoices("optimizer", "optim"),
+                                  description="HF optim name; default: the policy's (fused AdamW)")
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
-    bf16: bool | None = None
-    fp16: bool | None = None
+    precision: PrecisionName | None = Field(None, description="default: the policy's per method on a GPU, fp32 on CPU")
+    bf16: bool | None = Field(None, description="HF spelling: true = bf16-mixed (precision wins when set)")
+    fp16: bool | None = Field(None, description="HF spelling: true = fp16-mixed")
     gradient_checkpointing: bool = False
     output_dir: str = "./outputs"
     checkpoint_dir: str | None = Field(None, description="checkpoints folder (default: output_dir)")

@@ -1,6 +1,7 @@
 """Model loading and the fine-tuning method: full weights, or a peft adapter over a (4-bit) frozen base.
 
-peft and bitsandbytes do the work; this module picks their settings from the config and the device.
+peft and bitsandbytes do the work; dtypes come from cheaptune.estimate.policy (the table the memory
+estimate simulates), the rest from the config and the device.
 """
 
 from __future__ import annotations
@@ -10,6 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from cheaptune.errors import BadInput
+from cheaptune.estimate.policy import (
+    DEFAULT_PRECISION,
+    NO_BF16_PRECISION,
+    Policy,
+    resolve_policy,
+    set_adapter_dtype,
+)
 from cheaptune.train.config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -17,51 +25,65 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Precision:
-    """What the Trainer is told (bf16/fp16 autocast) and the dtype frozen weights are loaded in."""
+    """A precision policy name (cheaptune.estimate.policy) on a device; dtypes come from the policy."""
 
     device: str  # "cpu" | "cuda"
-    bf16: bool
-    fp16: bool
+    name: str  # bf16-true | bf16-mixed | fp16-mixed | fp32
+
+    def policy(self, method: str) -> Policy:
+        return resolve_policy(method, self.name)
 
     @property
-    def name(self) -> str:
-        return "bf16" if self.bf16 else "fp16" if self.fp16 else "fp32"
+    def bf16(self) -> bool:
+        """Trainer's bf16 flag: autocast, so on for bf16-mixed only (bf16-true has no autocast)."""
+        return self.name == "bf16-mixed"
+
+    @property
+    def fp16(self) -> bool:
+        return self.name == "fp16-mixed"
+
+
+def _asked(cfg: TrainConfig) -> str | None:
+    """The precision the user asked for: `precision`, else the HF flags (bf16/fp16 true = autocast)."""
+    if cfg.precision:
+        return cfg.precision
+    if cfg.bf16:
+        return "bf16-mixed"
+    if cfg.fp16:
+        return "fp16-mixed"
+    return "fp32" if cfg.bf16 is False and cfg.fp16 is False else None
 
 
 def resolve_precision(cfg: TrainConfig) -> Precision:
-    """bf16 where the GPU supports it, else fp16 with loss scaling; fp32 on CPU unless asked."""
+    """The policy's default for the method on a GPU (fp16-mixed without bf16); fp32 on CPU unless asked."""
     import torch
 
     cuda = torch.cuda.is_available() and cfg.device != "cpu"
     if cfg.device == "cuda" and not cuda:
         raise BadInput("device: cuda was asked for but no CUDA GPU is visible; use device: auto or cpu")
+    asked = _asked(cfg)
     if not cuda:
-        if cfg.fp16:
-            raise BadInput("fp16: true needs a CUDA GPU; on CPU use bf16: true or leave both unset (fp32)")
-        return Precision("cpu", bool(cfg.bf16), False)
+        if asked and asked.startswith("fp16"):
+            raise BadInput("fp16 needs a CUDA GPU; on CPU use precision: bf16-mixed or bf16-true, or leave it unset (fp32)")
+        return Precision("cpu", asked or "fp32")
     bf16_ok = torch.cuda.is_bf16_supported()
-    if cfg.bf16 and not bf16_ok:
-        raise BadInput("bf16: true but this GPU has no bf16 support; set fp16: true (or leave both unset)")
-    if cfg.bf16 is None and cfg.fp16 is None:
-        return Precision("cuda", bf16_ok, not bf16_ok)
-    return Precision("cuda", bool(cfg.bf16), bool(cfg.fp16))
-
-
-def _weights_dtype(cfg: TrainConfig, prec: Precision):
-    """Full fine-tuning keeps fp32 master weights (autocast computes in half); frozen bases load in half."""
-    import torch
-
-    if cfg.method == "full" or prec.name == "fp32":
-        return torch.float32
-    return torch.bfloat16 if prec.bf16 else torch.float16
+    if asked and asked.startswith("bf16") and not bf16_ok:
+        raise BadInput(f"precision {asked}: this GPU has no bf16 support; use precision: {NO_BF16_PRECISION}")
+    default = DEFAULT_PRECISION[cfg.method] if bf16_ok else NO_BF16_PRECISION
+    return Precision("cuda", asked or default)
 
 
 def load_model(cfg: TrainConfig, prec: Precision):
-    """The base model (safetensors only, no remote code), quantised to NF4 for QLoRA."""
-    import torch
+    """The base model (safetensors only, no remote code) in the policy's dtype, NF4-quantised for QLoRA.
+
+    No peft prepare_model_for_kbit_training: its fp32 upcast of embeddings, norms and head is memory
+    the policy does not spend (trl does not call it either); peft freezes the base, trl enables input
+    grads for gradient checkpointing.
+    """
     from transformers import AutoModelForCausalLM
 
-    kwargs: dict[str, Any] = {"dtype": _weights_dtype(cfg, prec), "use_safetensors": True}
+    policy = prec.policy(cfg.method)
+    kwargs: dict[str, Any] = {"dtype": policy.base_dtype, "use_safetensors": True}
     if cfg.method == "qlora":
         from transformers import BitsAndBytesConfig
 
@@ -69,9 +91,8 @@ def load_model(cfg: TrainConfig, prec: Precision):
             load_in_4bit=True,
             bnb_4bit_quant_type="nf4",
             bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16 if prec.bf16 else torch.float16 if prec.fp16 else torch.float32,
+            bnb_4bit_compute_dtype=policy.base_dtype,
         )
-        kwargs["dtype"] = kwargs["quantization_config"].bnb_4bit_compute_dtype
         if prec.device == "cuda":
             kwargs["device_map"] = {"": 0}
     try:
@@ -80,9 +101,6 @@ def load_model(cfg: TrainConfig, prec: Precision):
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise BadInput(f"cannot load model '{cfg.base_model}': {first}") from None
     if cfg.method == "qlora":
-        from peft import prepare_model_for_kbit_training
-
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=cfg.gradient_checkpointing)
         disable_avx512bf16(model)
     return model
 
@@ -151,7 +169,9 @@ def build_model(cfg: TrainConfig, prec: Precision):
         return model
     import peft
 
-    wrapped = peft.get_peft_model(model, pcfg)
+    policy = prec.policy(cfg.method)
+    wrapped = peft.get_peft_model(model, pcfg, autocast_adapter_dtype=policy.adapter == "float32")
+    set_adapter_dtype(wrapped, policy)
     trainable, total = wrapped.get_nb_trainable_parameters()
     log.info("method %s: %d trainable of %d parameters", cfg.method, trainable, total)
     return wrapped

@@ -5,24 +5,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-# The planner's optimizer names -> HF TrainingArguments `optim` names.
-_OPTIMIZERS = {
-    "adamw": "adamw_torch",
-    "adamw_torch": "adamw_torch",
-    "adamw_8bit": "adamw_bnb_8bit",
-    "paged_adamw_8bit": "paged_adamw_8bit",
-    "adafactor": "adafactor",
-    "sgd": "sgd",
-}
 
+def _precision(value: str) -> dict[str, Any]:
+    """A policy precision name passes through; older spellings (bf16, fp16, 32) map to the HF flags."""
+    from cheaptune.estimate.policy import PRECISIONS
 
-def _precision(value: str) -> dict[str, bool]:
     v = value.lower()
+    if v in PRECISIONS:
+        return {"precision": v}
     if v.startswith("bf16"):
         return {"bf16": True, "fp16": False}
     if v.startswith("fp16") or v.startswith("16"):
         return {"bf16": False, "fp16": True}
     return {"bf16": False, "fp16": False}
+
+
+def _optimizer(name: str) -> str:
+    """The planner's optimizer names (estimate policy's) -> HF `optim`; HF names pass through."""
+    from cheaptune.estimate.policy import hf_optim
+
+    try:
+        return hf_optim(name)
+    except KeyError:
+        return name
 
 
 def from_plan(path: str | Path, current: dict[str, Any]) -> dict[str, Any]:
@@ -38,7 +43,7 @@ def from_plan(path: str | Path, current: dict[str, Any]) -> dict[str, Any]:
         "gradient_checkpointing": t.grad_ckpt,
         "sequence_len": t.seq_len,
         "num_epochs": t.epochs,
-        "optimizer": _OPTIMIZERS.get(t.optimizer, t.optimizer),
+        "optimizer": _optimizer(t.optimizer),
         "price_per_hour": plan.offer.price_per_hour,
         "gpu_count": plan.offer.gpu_count,
         "billing_unit_s": plan.offer.billing_unit_s,

@@ -16,6 +16,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 from trl import SFTConfig, SFTTrainer
 
+from cheaptune.estimate.policy import DEFAULT_OPTIMIZER, hf_optim
 from cheaptune.train import checkpoints as ck
 from cheaptune.train.config import TrainConfig
 from cheaptune.train.distributed import save_checkpoint_all_ranks
@@ -75,6 +76,9 @@ class _KillAtStep(TrainerCallback):
 def sft_config(cfg: TrainConfig, prec: Precision, fmt: str, has_eval: bool) -> SFTConfig:
     """SFTConfig from our config; precision and device are always explicit (trl defaults to bf16).
 
+    bf16/fp16 are the autocast flags: on for *-mixed, off for bf16-true (the model itself is bf16) and
+    fp32. The optimizer defaults to the policy's (fused AdamW), which the memory estimate simulates.
+
     Packing is trl's BFD packing, which runs padding-free (position ids restart per example). That is
     correct with sdpa and eager too, not only flash-attention: transformers finds the packed sequences
     from the position ids and builds a block-diagonal mask, so examples never attend to each other.
@@ -94,7 +98,7 @@ def sft_config(cfg: TrainConfig, prec: Precision, fmt: str, has_eval: bool) -> S
         learning_rate=cfg.learning_rate,
         lr_scheduler_type=cfg.lr_scheduler,
         warmup_steps=cfg.warmup_steps,
-        optim=cfg.optimizer,
+        optim=cfg.optimizer or hf_optim(DEFAULT_OPTIMIZER, prec.device),
         weight_decay=cfg.weight_decay,
         max_grad_norm=cfg.max_grad_norm,
         bf16=prec.bf16,
