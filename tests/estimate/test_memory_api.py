@@ -77,9 +77,6 @@ def test_activations_affine_and_fit_micro_batch(tiny_cfg):
     assert fit_micro_batch(_req(tiny_cfg), 1000) is None
 
 
-@pytest.mark.xfail(strict=True, reason="analytic.py does not know trl's chunked LM head: its fixed "
-                   "[min(tokens, 4096), 32768] tile buffer dominates tiny models; fix: logits = max(14*tok*v, "
-                   "2*min(tok, 4096)*32768*4 + 8*tok*h) (owner of estimate/analytic.py)")
 def test_custom_model_falls_back_to_analytic_erring_high(tiny_cfg):
     cfg = tiny_cfg.to_dict() | {"model_type": "my_custom_arch", "auto_map": {"AutoModelForCausalLM": "x.Y"}}
     analytic = estimate_memory(EstimateRequest(model=cfg, method="full", micro_batch=2, seq_len=64))

@@ -10,6 +10,11 @@ from __future__ import annotations
 MARGIN = 1.15
 _BYTES = {"bf16-true": 2, "bf16-mixed": 2, "fp16-mixed": 2, "fp32": 4}
 
+# trl 1.16 SFTTrainer's fused LM head scores tokens in fp32 tiles (trl/trainer/utils.py
+# _CHUNKED_LOGPROB_CHUNK_SIZE = 32768 vocab entries; up to 4096 tokens per tile), read 2026-11-30.
+TRL_CHUNK_TOKENS = 4096
+TRL_CHUNK_VOCAB = 32768
+
 
 def _dims(cfg: dict) -> tuple[int, int, int, int, int, int]:
     h = int(cfg.get("hidden_size") or cfg.get("n_embd") or cfg.get("d_model") or 4096)
@@ -45,7 +50,9 @@ def analytic_estimate(req, cfg: dict) -> dict:
     tok = b * s
     act_layer = tok * (2 * (6 * h + 2 * kv) + 8 * inter + (6 * a * s if req.attn == "eager" else 0))
     acts = tok * 2 * h * L + act_layer if req.grad_ckpt else act_layer * L
-    logits = 14 * tok * v
+    # HF's loss holds ~14 B/token/vocab; trl's chunked head instead keeps fixed fp32 tiles of
+    # [min(tokens, CHUNK_TOKENS), CHUNK_VOCAB] (x2 for the gradient) plus fp32 hidden-state copies.
+    logits = max(14 * tok * v, 2 * min(tok, TRL_CHUNK_TOKENS) * TRL_CHUNK_VOCAB * 4 + 8 * tok * h)
     static = frozen_weights + trainable_weights
     fwd = static + grads_opt * 2 // 3 + acts + logits
     bwd = static + grads_opt + acts + logits
