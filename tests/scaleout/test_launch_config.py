@@ -123,3 +123,33 @@ def test_train_gpus_without_gpus_is_one_line(run_cli, tmp_path):
     assert code == 2 and "--gpus 2" in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli("train", "--gpus", "2", "--on-finish", "explode", "--model", "m", "--data", "d.jsonl")
     assert code == 2 and "--on-finish" in err and len(err.strip().splitlines()) == 1
+
+
+def test_planned_fsdp_offload_reaches_accelerate(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    d.launch_argv(["--model", "m"], 8, "fsdp+offload", tmp_path)
+    text = (tmp_path / d.CONFIG_NAME).read_text()
+    assert "FSDP" in text and "offload_params: true" in text.lower().replace("fsdp_", "")
+    with pytest.raises(BadInput, match="optionally \\+offload"):
+        d.launch_argv(["--model", "m"], 8, "fsdp+magic", tmp_path)
+
+
+def test_train_takes_gpus_and_sharding_from_a_single_node_plan(tmp_path):
+    from cheaptune.cli.train import _gpus_and_sharding
+    from cheaptune.plan import planfile
+
+    plan = planfile.PlanFile(
+        created="2026-11-30T00:00:00Z", cheaptune_version="0", model="llama-2-70b",
+        train=planfile.TrainSettings(method="full", sharding="fsdp"),
+        offer=planfile.Offer(provider="lambda", gpu="H100", gpu_count=8, price_per_hour=24.0),
+        prediction=planfile.Prediction(peak_vram_bytes=1, gpu_memory_bytes=2, tokens=1, tokens_per_s=1.0, hours=1.0,
+                                       cost=planfile.CostBreakdown(compute=1.0, total=1.0)))
+    path = tmp_path / "plan.yaml"
+    planfile.save(plan, path)
+    assert _gpus_and_sharding(path, None, None) == (8, "fsdp")
+    assert _gpus_and_sharding(path, 2, "ddp") == (2, "ddp")
+    assert _gpus_and_sharding(None, None, None) == (1, "ddp")
+    planfile.save(plan.model_copy(update={"offer": plan.offer.model_copy(update={"num_nodes": 2})}), path)
+    assert _gpus_and_sharding(path, None, None) == (1, "fsdp")

@@ -42,8 +42,9 @@ def train(
     max_hours: float = typer.Option(None, "--max-hours", help="Stop (resumably) after this many hours."),
     spot_notice: str = typer.Option(None, "--spot-notice", help="Poll spot notices: none | aws | gcp | azure."),
     device: str = typer.Option(None, "--device", help="auto | cpu | cuda."),
-    gpus: int = typer.Option(1, "--gpus", help="GPUs on this machine: > 1 relaunches under accelerate."),
-    sharding: str = typer.Option("ddp", "--sharding", help="With --gpus > 1: ddp | fsdp | zero2 | zero3."),
+    precision: str = typer.Option(None, "--precision", help="bf16-true | bf16-mixed | fp16-mixed | fp32 (default: per method)."),
+    gpus: int = typer.Option(None, "--gpus", help="GPUs on this machine (default: the plan's, else 1); > 1 relaunches under accelerate."),
+    sharding: str = typer.Option(None, "--sharding", help="With --gpus > 1: ddp | fsdp | zero2 | zero3 (default: the plan's, else ddp)."),
     on_finish: str = typer.Option(None, "--on-finish", help="After the run: nothing | stop | terminate."),
     dry_run_shutdown: bool = typer.Option(None, "--dry-run-shutdown", help="Print the on-finish command only."),
     force: bool = typer.Option(False, "--force", help="Start even when the plan's cost is over the budget."),
@@ -64,6 +65,7 @@ def train(
     from cheaptune.train.run import preflight
     from cheaptune.train.run import train as run_train
 
+    gpus, sharding = _gpus_and_sharding(plan, gpus, sharding)
     if gpus < 1:
         raise BadInput(f"--gpus must be >= 1 (got {gpus})")
     child = is_child()
@@ -78,7 +80,7 @@ def train(
         "eval_steps": eval_steps, "seed": seed, "merge": merge, "skip_bad_rows": skip_bad_rows,
         "budget_usd": budget_usd, "price_per_hour": price_per_hour, "max_hours": max_hours,
         "spot_notice": spot_notice, "device": device, "on_finish": on_finish,
-        "dry_run_shutdown": dry_run_shutdown,
+        "dry_run_shutdown": dry_run_shutdown, "precision": precision,
         # the meter's price stays per instance; the GPU count is what the registry records
         "gpu_count": world if world > 1 else None,
     }
@@ -109,6 +111,19 @@ def train(
         s = result.summary
         typer.echo(f"done: {s['steps']} steps, {s['tokens']} tokens, final loss {s['final_train_loss']}; "
                    f"adapter and summary in {result.output_dir}")
+
+
+def _gpus_and_sharding(plan: Path | None, gpus: int | None, sharding: str | None) -> tuple[int, str]:
+    """Flags win; else a single-node plan's GPU count and sharding (multi-node plans start under torchrun,
+    one process per GPU, so each process is already a child); else one GPU, DDP."""
+    if plan is not None and (gpus is None or sharding is None):
+        from cheaptune.plan.planfile import load
+
+        p = load(plan)
+        if gpus is None and p.offer.num_nodes == 1:
+            gpus = p.offer.gpu_count
+        sharding = sharding or p.train.sharding
+    return gpus or 1, sharding or "ddp"
 
 
 def _train_args(argv: list[str]) -> list[str]:

@@ -32,7 +32,7 @@ def _context(base_model: str | None) -> tuple[Any, int | None]:
 def facts_from_config(cfg: Any, gpu: Any = None, spot: bool | None = None, fit: Any = None) -> Facts:
     """Map config keys onto Facts. `gpu` (a GpuSpec) and `fit` (a FitFn) enable the memory checks."""
     spec, context = _context(cfg.base_model)
-    precision = "fp16" if cfg.fp16 else ("bf16" if cfg.bf16 else None)
+    precision = getattr(cfg, "precision", None) or ("fp16" if cfg.fp16 else ("bf16" if cfg.bf16 else None))
     on_spot = spot if spot is not None else cfg.spot_notice != "none"
     facts = Facts(
         method=cfg.method, seq_len=cfg.sequence_len, context_length=context, packing=cfg.sample_packing,

@@ -100,7 +100,7 @@ def no_budget(f: Facts) -> Finding | None:
 
 def no_bf16(f: Facts) -> Finding | None:
     if f.gpu_bf16 is False:
-        done = f.precision in ("fp16", "fp32")
+        done = bool(f.precision) and f.precision.startswith(("fp16", "fp32"))
         return Finding("no_bf16", f"{f.gpu_name} has no bf16; " + ("training runs in fp16 with loss scaling (fp16: true)"
                        if done else "train in fp16 with loss scaling (fp16: true, bf16: false)"), "info" if done else "warn")
     return None

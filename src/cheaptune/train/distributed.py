@@ -164,8 +164,10 @@ def launch_argv(train_args: Sequence[str], gpus: int, sharding: str, output_dir:
     With --device cpu (tests, gloo): torchrun DDP, because accelerate's CPU launcher starts one
     process unless MPI is set up. BadInput when this machine has fewer GPUs than asked for.
     """
-    if sharding not in DISTRIBUTED_TYPE:
-        raise BadInput(f"--sharding {sharding!r} is not one of {', '.join(DISTRIBUTED_TYPE)}")
+    asked = sharding
+    sharding, _, offload = sharding.partition("+")  # the planner writes "fsdp+offload"
+    if sharding not in DISTRIBUTED_TYPE or offload not in ("", "offload"):
+        raise BadInput(f"--sharding {asked!r} is not one of {', '.join(DISTRIBUTED_TYPE)} (optionally +offload)")
     args = strip_option(strip_option(train_args, "--gpus"), "--sharding")
     nodes = Nodes(gpus_per_node=gpus, port=free_port())
     if device == "cpu":
@@ -177,7 +179,8 @@ def launch_argv(train_args: Sequence[str], gpus: int, sharding: str, output_dir:
     have = torch.cuda.device_count()
     if have < gpus:
         raise BadInput(f"--gpus {gpus}: this machine has {have} CUDA GPU(s); lower --gpus or use a bigger instance")
-    return accelerate_argv(write_accelerate_config(output_dir, accelerate_config(sharding, nodes)), args)
+    config = accelerate_config(sharding, nodes, offload=bool(offload))
+    return accelerate_argv(write_accelerate_config(output_dir, config), args)
 
 
 EXIT_FILE = ".cheaptune_exit_code"
