@@ -86,16 +86,12 @@ def model_config(name: str, smoke: bool) -> dict[str, Any]:
     return cfg
 
 
-def estimator_precision(method: str, prec: Any) -> str:
-    """The estimator's name for what runs: fp32 masters/adapters under autocast = '<x>-mixed'.
+def estimator_precision(method: str, cuda: bool) -> str:
+    """The precision both sides use: the shared policy's default for the method on a GPU (trainer and
+    estimator read estimate/policy.py), fp32 for the CPU smoke run (the trainer's CPU default)."""
+    from cheaptune.estimate.policy import DEFAULT_PRECISION
 
-    Full fine-tuning on the GPU runs bf16-true (the estimator's default policy, and what fits a 7-8B with
-    AdamW on one 141 GiB card); the trainer itself loads fp32 masters for full (methods._weights_dtype),
-    which needs ~16 B/param and does not fit an 8B there.
-    """
-    if prec.name == "fp32":
-        return "fp32"
-    return f"{prec.name}-true" if method == "full" else f"{prec.name}-mixed"
+    return DEFAULT_PRECISION[method] if cuda else "fp32"
 
 
 def predict_memory(case: Case, config: dict[str, Any], precision: str) -> dict[str, Any]:
@@ -184,9 +180,7 @@ class Runner:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from cheaptune.train.methods import _weights_dtype
-
-        dtype = torch.bfloat16 if case.method == "full" and prec.bf16 else _weights_dtype(cfg, prec)
+        dtype = prec.policy(case.method).base_dtype
         key = (case.model, str(dtype))
         if self.base_key == key:
             return self.base
@@ -257,7 +251,7 @@ class Runner:
             del trainer
             self.restore(model, case)
         return {**res, "autocast": prec.name, "weights_dtype": str(next(model.parameters()).dtype),
-                "estimator_precision": estimator_precision(case.method, prec)}
+                "estimator_precision": estimator_precision(case.method, self.cuda)}
 
     def measure(self, case: Case, timer: Any, trainable: int) -> dict[str, Any]:
         import torch
@@ -353,10 +347,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     device_total = torch.cuda.get_device_properties(0).total_memory if cuda else gpu.memory_bytes
     work = Path(tempfile.mkdtemp(prefix="gpu_validate_"))
     runner = Runner(a.cpu_smoke, a.steps, work)
-    from cheaptune.train.methods import Precision
-
-    prec = Precision("cuda", True, False) if cuda else Precision("cpu", False, False)
-    eprec = {c: estimator_precision(c.method, prec) for c in cases}
+    eprec = {c: estimator_precision(c.method, cuda) for c in cases}
     # Estimates run in other processes: they are slow cold, and the fake-tensor simulation must not share a
     # process with real training (seen: a later CPU QLoRA step failed with DataDependentOutputException).
     pool = ProcessPoolExecutor(1 if a.cpu_smoke else max(1, a.workers),
