@@ -151,3 +151,12 @@ def test_alternatives_share_method_and_gpu():
     best = r.recommended
     for alt in r.alternatives():
         assert alt.method == best.method and alt.gpu == best.gpu and alt.total <= best.total * 1.25
+
+
+def test_tiny_spot_job_still_asks_for_a_positive_checkpoint_interval():
+    """A job shorter than its Young/Daly interval must not write save_minutes: 0 into the plan file."""
+    from cheaptune.plan.pricing import MIN_CHECKPOINT_MINUTES
+
+    tiny = Workload(tokens=2_000, epochs=1, seq_len=256, effective_batch=4)
+    spot = [o for o in plan(Constraints(spot="only"), w=tiny).options]
+    assert spot and all(o.checkpoint_minutes >= MIN_CHECKPOINT_MINUTES for o in spot)

@@ -26,6 +26,10 @@ HIGH_RISK_PREEMPTIONS = 1.0
 # (the lower efficiency in estimate/data/scaling.yaml) and say so in the plan.
 INTER_NODE_NETWORK = "ethernet"
 
+# The trainer's save interval is at least this: a job shorter than its Young/Daly interval still gets a
+# timed checkpoint, and the plan file never asks for save_minutes of 0.
+MIN_CHECKPOINT_MINUTES = 1.0
+
 
 @dataclass
 class Option:
@@ -170,7 +174,7 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         cost=cost,
         pessimistic_total=round(pessimistic, 4),
         risk=risk,
-        checkpoint_minutes=round(spot_est.interval_s / 60, 1) if spot_est else None,
+        checkpoint_minutes=max(MIN_CHECKPOINT_MINUTES, round(spot_est.interval_s / 60, 1)) if spot_est else None,
         precision=precision,
         num_nodes=nodes,
         sharding=sharding,
