@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,20 +177,26 @@ def fit_micro_batch(req: EstimateRequest, gpu_memory_bytes: int, headroom: float
     so two estimates (b=1, b=2) predict the largest fit; that candidate is confirmed with one more
     estimate and stepped down only if the affine guess was optimistic.
     """
-    budget = gpu_memory_bytes * (1 - headroom)
-    for gc in (False, True):
-        def total(b: int, gc=gc) -> MemoryEstimate:
-            return estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc))
+    def estimate_at(b: int, gc: bool) -> MemoryEstimate:
+        return estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc))
 
-        e1 = total(1)
+    return fit_with(estimate_at, gpu_memory_bytes * (1 - headroom), max_micro_batch)
+
+
+def fit_with(estimate_at: Callable[[int, bool], MemoryEstimate], budget: float,
+             max_micro_batch: int) -> FitResult | None:
+    """The fit search shared by one GPU and N GPUs: `estimate_at(micro_batch, grad_ckpt)` gives the
+    device total to compare with `budget` (bytes)."""
+    for gc in (False, True):
+        e1 = estimate_at(1, gc)
         if e1.device_total_bytes > budget:
             continue
-        e2 = total(2) if max_micro_batch >= 2 else e1
+        e2 = estimate_at(2, gc) if max_micro_batch >= 2 else e1
         slope = max(e2.device_total_bytes - e1.device_total_bytes, 1)
         b = int(min(max_micro_batch, 1 + (budget - e1.device_total_bytes) // slope))
-        est = total(b) if b > 2 else (e2 if b == 2 else e1)
+        est = estimate_at(b, gc) if b > 2 else (e2 if b == 2 else e1)
         while b > 1 and est.device_total_bytes > budget:
             b -= 1
-            est = total(b)
+            est = estimate_at(b, gc)
         return FitResult(b, gc, est)
     return None

@@ -183,23 +183,10 @@ def fit_micro_batch_sharded(req, gpu_memory_bytes: int, gpus: int, sharding: str
                             headroom: float = 0.10, max_micro_batch: int = 64, model_config: dict | None = None):
     """estimate.memory.fit_micro_batch for N GPUs: the largest per-GPU micro-batch whose per-GPU device
     total fits, without gradient checkpointing first; None when even micro-batch 1 does not fit."""
-    from cheaptune.estimate.memory import FitResult, estimate_memory
+    from cheaptune.estimate.memory import estimate_memory, fit_with
 
-    budget = gpu_memory_bytes * (1 - headroom)
-    for gc in (False, True):
-        def total(b: int, gc=gc):
-            single = estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc, gpus=1, sharding=None))
-            return shard_estimate(single, gpus, sharding, offload, model_config)
+    def estimate_at(b: int, gc: bool):
+        single = estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc, gpus=1, sharding=None))
+        return shard_estimate(single, gpus, sharding, offload, model_config)
 
-        e1 = total(1)
-        if e1.device_total_bytes > budget:
-            continue
-        e2 = total(2) if max_micro_batch >= 2 else e1
-        slope = max(e2.device_total_bytes - e1.device_total_bytes, 1)
-        b = int(min(max_micro_batch, 1 + (budget - e1.device_total_bytes) // slope))
-        est = total(b) if b > 2 else (e2 if b == 2 else e1)
-        while b > 1 and est.device_total_bytes > budget:
-            b -= 1
-            est = total(b)
-        return FitResult(b, gc, est)
-    return None
+    return fit_with(estimate_at, gpu_memory_bytes * (1 - headroom), max_micro_batch)
