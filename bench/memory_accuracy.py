@@ -27,8 +27,9 @@ WHY = {
               "chunked CE; we predict HF+peft with dropout 0, so we expect to be LOW on activations",
     "torchtune": "torchtune: torch.compile and fused/chunked kernels, optimizer-in-backward on some rows; "
                  "we predict eager HF, so we expect to be HIGH",
-    "hf-peft": "PEFT MetaMathQA: peak reserved includes eval/generation and unpacked length-bucketed batches "
-               "(padding to the longest sample); we expect to be LOW when eval dominates",
+    "hf-peft": "PEFT MetaMathQA: plain HF Trainer, whose loss materialises fp32 logits over Llama-3.2's 128k "
+               "vocabulary, plus eval/generation and batches padded to the longest sample; we predict our "
+               "trainer (trl's chunked LM head, packed), so we are LOW by the logits term on these rows",
 }
 
 
