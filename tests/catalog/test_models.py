@@ -236,3 +236,17 @@ def test_cli_table_json_and_family(run_cli):
     assert rows[0]["params"] == count_params(resolve_model("smollm2-135m").config) and rows[0]["context_length"] == 8192
     code, _, err = run_cli("models", "--family", "lama")
     assert code == 2 and "did you mean" in err
+
+
+def test_building_a_config_leaves_the_catalog_entry_unchanged():
+    """transformers adds rope_theta into rope_scaling in place; cache keys hash the entry, so it must not change."""
+    import copy
+
+    from cheaptune.catalog.models import to_hf_config
+    from cheaptune.estimate.compute import hf_config
+
+    spec = resolve_model("Llama-3.1-8B")
+    before = copy.deepcopy(spec.config)
+    to_hf_config(spec)
+    hf_config(spec.config)
+    assert spec.config == before

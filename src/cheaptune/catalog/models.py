@@ -7,6 +7,7 @@ works offline; anything else comes from a local config.json or, when online, the
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -209,7 +210,9 @@ def to_hf_config(spec: ModelSpec, **overrides: Any):
     """A transformers PretrainedConfig for building the model (never with remote code)."""
     from transformers import AutoConfig
 
-    fields = {k: v for k, v in spec.config.items() if k not in ("model_type", "auto_map")}
+    # a deep copy: transformers edits nested fields (rope_scaling) in place, which would change the
+    # catalog entry and every cache key derived from it
+    fields = {k: copy.deepcopy(v) for k, v in spec.config.items() if k not in ("model_type", "auto_map")}
     fields.update(overrides)
     try:
         return AutoConfig.for_model(spec.config["model_type"], **fields)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 
 from cheaptune.errors import BadInput
@@ -14,7 +15,7 @@ def hf_config(cfg: dict):
     """A transformers config for a config.json dict; None when it needs custom (remote) code."""
     from transformers import AutoConfig
 
-    raw = dict(cfg)
+    raw = copy.deepcopy(cfg)  # transformers edits nested fields (rope_scaling) in place
     model_type = raw.pop("model_type", None)
     if not model_type:
         return None
