@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cheaptune.errors import BadInput
 from cheaptune.util import atomic
+from cheaptune.util.yamlfile import read_mapping
 
 PLAN_VERSION = 1
 
@@ -97,14 +98,7 @@ def save(plan: PlanFile, path: str | Path) -> None:
 def load(path: str | Path) -> PlanFile:
     """Read and validate a plan file; any problem is one BadInput line."""
     p = Path(path)
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"plan file {p} not found; create one with `cheaptune plan ... --save {p}`") from None
-    except yaml.YAMLError as err:
-        raise BadInput(f"plan file {p} is not valid YAML: {err}") from None
-    if not isinstance(raw, dict):
-        raise BadInput(f"plan file {p} must be a YAML mapping; create one with `cheaptune plan --save`")
+    raw = read_mapping(p, "plan file", f"create one with `cheaptune plan ... --save {p}`")
     try:
         return PlanFile.model_validate(raw)
     except ValidationError as err:

@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate.policy import LORA_DROPOUT, VIRTUAL_TOKENS
 from cheaptune.util.names import did_you_mean
+from cheaptune.util.yamlfile import read_mapping
 
 METHODS = ("full", "lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning")
 Method = Literal["full", "lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning"]
@@ -171,20 +171,7 @@ def validate(raw: dict[str, Any], where: str = "config") -> TrainConfig:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"config file {p} not found; pass the path of a YAML training config") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        raise BadInput(f"config file {p}{line} is not valid YAML; fix the syntax there") from None
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise BadInput(f"config file {p} must be a YAML mapping of keys to values")
-    return raw
+    return read_mapping(path, "config file", "pass the path of a YAML training config")
 
 
 def build(path: str | Path | None, plan_path: str | Path | None = None,
