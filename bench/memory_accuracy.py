@@ -27,9 +27,9 @@ WHY = {
               "chunked CE; we predict HF+peft with dropout 0, so we expect to be LOW on activations",
     "torchtune": "torchtune: torch.compile and fused/chunked kernels, optimizer-in-backward on some rows; "
                  "we predict eager HF, so we expect to be HIGH",
-    "hf-peft": "PEFT MetaMathQA: plain HF Trainer, whose loss materialises fp32 logits over Llama-3.2's 128k "
-               "vocabulary, plus eval/generation and batches padded to the longest sample; we predict our "
-               "trainer (trl's chunked LM head, packed), so we are LOW by the logits term on these rows",
+    "hf-peft": "PEFT MetaMathQA: a plain HF Trainer, simulated with --loss hf (fp32 logits over Llama-3.2's 128k "
+               "vocabulary); its peak reserved also includes eval/generation and batches padded to the longest "
+               "sample, so we expect to be somewhat LOW",
 }
 
 
@@ -76,6 +76,7 @@ def main() -> None:
             micro_batch=int(row["micro_batch"]), seq_len=int(row["seq_len"]), precision=row["precision"],
             quant=row["quant"] or None, grad_ckpt=row["grad_ckpt"] == "yes",
             optimizer="adamw", attn="sdpa" if row["attn"] == "flash" else row["attn"],
+            loss="hf" if row["framework"] == "hf-peft" else "trl",  # PEFT's runs use a plain HF Trainer
         )
         t = time.time()
         est = estimate_memory(req)

@@ -125,3 +125,15 @@ def test_qlora_estimate_leaves_bitsandbytes_usable(tiny_cfg):
     x = torch.randn(256)
     q, state = bF.quantize_blockwise(x)
     assert torch.allclose(bF.dequantize_blockwise(q, state), x, atol=0.05)
+
+
+def test_hf_loss_holds_full_logits_trl_does_not(tiny_cfg):
+    """A plain transformers Trainer keeps fp32 logits over the vocabulary; trl's chunked head does not."""
+    cfg = tiny_cfg.to_dict() | {"vocab_size": 8192}
+    trl = estimate_memory(EstimateRequest(model=cfg, method="lora", micro_batch=2, seq_len=128))
+    hf = estimate_memory(EstimateRequest(model=cfg, method="lora", micro_batch=2, seq_len=128, loss="hf"))
+    logits_fp32 = 2 * 128 * 8192 * 4  # micro-batch 2, seq 128, fp32
+    assert hf.breakdown["logits_loss"] >= logits_fp32 > 10 * trl.breakdown["logits_loss"]
+    assert hf.peak_allocated_bytes > trl.peak_allocated_bytes
+    with pytest.raises(BadInput, match="--loss"):
+        estimate_memory(_req(tiny_cfg, loss="liger"))

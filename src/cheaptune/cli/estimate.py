@@ -50,6 +50,7 @@ def register(app: typer.Typer) -> None:
         grad_ckpt: bool = typer.Option(False, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
         optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adamw-8bit, paged-adamw-8bit, sgd, adafactor."),
         attn: str = typer.Option("sdpa", "--attn", help="sdpa, flash, eager."),
+        loss: str = typer.Option("trl", "--loss", help="trl (cheaptune train: chunked LM head) or hf (a plain transformers Trainer: full fp32 logits)."),
         gpus: int = typer.Option(1, "--gpus", help="Data-parallel GPUs; the estimate is per GPU."),
         sharding: str = typer.Option(None, "--sharding",
                                      help="ddp (default with --gpus > 1), fsdp, zero2, zero3: how model state is split."),
@@ -66,7 +67,7 @@ def register(app: typer.Typer) -> None:
         req = EstimateRequest(
             model=model, method=method, lora_r=lora_r, lora_alpha=lora_alpha, lora_targets=lora_targets,
             micro_batch=micro_batch, seq_len=seq_len, precision=precision, quant=quant, grad_ckpt=grad_ckpt,
-            optimizer=optimizer, attn=attn, gpus=gpus, sharding=sharding, offload=offload,
+            optimizer=optimizer, attn=attn, loss=loss, gpus=gpus, sharding=sharding, offload=offload,
             allow_long_context=allow_long_context, full_sim=full_sim,
         )
         est = estimate_memory(req)

@@ -52,7 +52,9 @@ def analytic_estimate(req, cfg: dict) -> dict:
     acts = tok * 2 * h * L + act_layer if req.grad_ckpt else act_layer * L
     # HF's loss holds ~14 B/token/vocab; trl's chunked head instead keeps fixed fp32 tiles of
     # [min(tokens, CHUNK_TOKENS), CHUNK_VOCAB] (x2 for the gradient) plus fp32 hidden-state copies.
-    logits = max(14 * tok * v, 2 * min(tok, TRL_CHUNK_TOKENS) * TRL_CHUNK_VOCAB * 4 + 8 * tok * h)
+    logits = 14 * tok * v
+    if req.loss == "trl":
+        logits = max(logits, 2 * min(tok, TRL_CHUNK_TOKENS) * TRL_CHUNK_VOCAB * 4 + 8 * tok * h)
     static = frozen_weights + trainable_weights
     fwd = static + grads_opt * 2 // 3 + acts + logits
     bwd = static + grads_opt + acts + logits

@@ -20,6 +20,7 @@ from cheaptune.estimate.policy import (
     ATTNS,
     DEFAULT_PRECISION,
     DEFAULT_QUANT,
+    LOSSES,
     METHODS,
     OPTIMIZERS,
     PRECISIONS,
@@ -49,6 +50,7 @@ class EstimateRequest:
     grad_ckpt: bool = False
     optimizer: str = "adamw"
     attn: str = "sdpa"
+    loss: str = "trl"  # trl (our trainer) | hf (a plain transformers Trainer: full fp32 logits)
     gpus: int = 1
     sharding: str | None = None  # ddp (default with gpus > 1) | fsdp | zero2 | zero3
     offload: bool = False  # fsdp/zero: sharded model state in host RAM
@@ -120,6 +122,7 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
     choice(precision, PRECISIONS, "--precision")
     choice(req.optimizer, OPTIMIZERS, "--optimizer")
     choice(req.attn, ATTNS, "--attn")
+    choice(req.loss, LOSSES, "--loss")
     quant = req.quant or DEFAULT_QUANT.get(req.method)
     if quant is not None:
         choice(quant, QUANTS, "--quant")

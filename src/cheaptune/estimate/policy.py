@@ -36,6 +36,9 @@ PRECISIONS = ("bf16-true", "bf16-mixed", "fp16-mixed", "fp32")
 QUANTS = ("nf4", "nf4-dq", "int8")
 OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor")
 ATTNS = ("sdpa", "flash", "eager")
+# "trl": our trainer (trl SFTTrainer's chunked LM head, no full logits); "hf": a plain transformers Trainer,
+# whose loss materialises fp32 logits over the whole vocabulary (for users who train that way).
+LOSSES = ("trl", "hf")
 
 DEFAULT_PRECISION: dict[str, str] = {
     "full": "bf16-true",

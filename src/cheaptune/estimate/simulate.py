@@ -222,10 +222,14 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> Sim
             pos = torch.arange(req.seq_len).expand(req.micro_batch, -1)  # trl's padding-free collator sends these
             tracker.phase, tracker.forward_category = "forward", None
             with autocast:
-                out = model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False, fused_lm_head=True)
-                # trl's compute_loss: summed NLL over labelled tokens, plus its logged metrics
-                loss = -out.log_probs.sum() / out.label_mask.sum().clamp(min=1)
-                metrics = (out.entropy.detach().sum(), out.is_top1.sum())
+                if req.loss == "hf":  # a plain Trainer: the model's own loss over full fp32 logits
+                    out = model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False)
+                    loss, metrics = out.loss, ()
+                else:
+                    out = model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False, fused_lm_head=True)
+                    # trl's compute_loss: summed NLL over labelled tokens, plus its logged metrics
+                    loss = -out.log_probs.sum() / out.label_mask.sum().clamp(min=1)
+                    metrics = (out.entropy.detach().sum(), out.is_top1.sum())
             del out, ids, pos, metrics
             tracker.phase, tracker.forward_category, tracker.bucket = "backward", None, "head"
             loss.backward()
