@@ -9,27 +9,17 @@ instance, so each segment is billed on its own and the run's cost is the sum ove
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from cheaptune.errors import Infeasible
+from cheaptune.estimate.cost import SECONDS_PER_HOUR, billed_seconds, compute_cost
 
-SECONDS_PER_HOUR = 3600.0
+__all__ = ["CostMeter", "billed_seconds", "check_budget", "per_instance_price"]
 
 
 def per_instance_price(price_per_gpu_hour: float, gpu_count: int) -> float:
     """The instance price when an offer quotes its price per GPU."""
     return price_per_gpu_hour * gpu_count
-
-
-def billed_seconds(elapsed_s: float, billing_unit_s: float = 1, min_billed_s: float = 0) -> float:
-    """Elapsed time as the provider bills it: rounded up to whole units, at least the minimum."""
-    if elapsed_s <= 0:
-        return 0.0
-    unit = max(float(billing_unit_s), 1e-9)
-    # The small epsilon keeps 3600.0000001 s (float noise) from becoming a second hour.
-    units = math.ceil(elapsed_s / unit - 1e-9)
-    return max(units * unit, float(min_billed_s))
 
 
 @dataclass(frozen=True)
@@ -43,7 +33,7 @@ class CostMeter:
 
     def segment_cost(self, elapsed_s: float) -> float:
         """Billed cost of this segment after `elapsed_s` seconds."""
-        return billed_seconds(elapsed_s, self.billing_unit_s, self.min_billed_s) * self.price_per_hour / SECONDS_PER_HOUR
+        return compute_cost(elapsed_s, self.price_per_hour, self.billing_unit_s, self.min_billed_s)
 
     def accrued(self, elapsed_s: float) -> float:
         """Run total pro rata (no rounding): the money burned so far, used for alert thresholds."""
