@@ -51,7 +51,7 @@ def guard_settings(cfg: TrainConfig):
 
 
 class RegistryCallback(TrainerCallback):
-    """Per-log progress into the registry: the points `cheaptune report` plots."""
+    """Per-log step and token counts into the registry (the guard records losses and cost points)."""
 
     def __init__(self, run: Any) -> None:
         self.run = run
@@ -60,14 +60,8 @@ class RegistryCallback(TrainerCallback):
         self.run.update(total_steps=state.max_steps)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        logs = logs or {}
-        self.run.record_point(state.global_step, loss=logs.get("loss"), eval_loss=logs.get("eval_loss"))
-        fields = {"steps": state.global_step, "tokens": int(state.num_input_tokens_seen or 0)}
-        if "loss" in logs:
-            fields["train_loss"] = logs["loss"]
-        if "eval_loss" in logs:
-            fields["eval_loss"] = logs["eval_loss"]
-        self.run.update(**fields)
+        # losses and the plotted points are written by the GuardCallback on the same run
+        self.run.update(steps=state.global_step, tokens=int(state.num_input_tokens_seen or 0))
 
 
 def finish_hook(cfg: TrainConfig, outcome: str) -> None:
