@@ -7,7 +7,6 @@ in, so tests run the whole path with a recording double in place of SkyPilot.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,15 +57,7 @@ def prepare(plan: PlanFile, opts: LaunchOptions, backend: Backend, out: str | Pa
     write_staging(staged, staging_dir)
     task, sel = build_task(plan, staged, str(staging_dir.resolve()), opts)
     text = dump_yaml(task)
-    yaml_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{yaml_path.name}.", suffix=".check.yaml", dir=yaml_path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        backend.validate(Path(tmp))
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    atomic.write_text(yaml_path, text)
+    atomic.write_text(yaml_path, text, check=backend.validate)  # SkyPilot validates before it replaces `out`
     return Prepared(plan, task, sel, yaml_path, staging_dir)
 
 

@@ -99,20 +99,8 @@ def publish(staged: Path, root: Path) -> Path:
         raise ValueError(f"not a checkpoint folder: {staged}")
     write_manifest(staged, step)
     final = root / staged.name
-    if final.exists():
-        # Same step saved twice (e.g. a step save then a preemption save): the new one replaces it.
-        old = root / f".{staged.name}.old"
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(final, old)
-        os.replace(staged, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(staged, final)
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    # Same step saved twice (e.g. a step save then a preemption save): the new one replaces it.
+    atomic.move_dir_into_place(staged, final)
     return final
 
 

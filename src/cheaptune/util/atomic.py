@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,20 +18,24 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_text(path: str | os.PathLike, text: str) -> None:
+def write_text(path: str | os.PathLike, text: str, check: Callable[[Path], None] | None = None) -> None:
     """Write `text` to `path` through a temporary file in the same folder, then rename."""
-    write_bytes(path, text.encode())
+    write_bytes(path, text.encode(), check)
 
 
-def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+def write_bytes(path: str | os.PathLike, data: bytes, check: Callable[[Path], None] | None = None) -> None:
+    """As write_text; `check(tmp)` may validate the complete temporary file (it keeps the target's
+    suffix) and raise, and then `path` is left as it was."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".tmp{target.suffix}", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        if check is not None:
+            check(Path(tmp))
         os.replace(tmp, target)
         _fsync_dir(target.parent)
     except BaseException:
@@ -47,15 +51,21 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield tmp
-        if target.exists():
-            old = target.with_name(f".{target.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(target, old)
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
-        _fsync_dir(target.parent)
+        move_dir_into_place(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def move_dir_into_place(src: Path, target: Path) -> None:
+    """Rename the finished folder `src` to `target` (a sibling), replacing an existing one; a reader sees
+    the old folder or the new one under `target`, never a mix."""
+    if target.exists():
+        old = target.with_name(f".{target.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+        os.replace(src, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(src, target)
+    _fsync_dir(target.parent)
