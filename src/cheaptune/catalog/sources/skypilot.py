@@ -8,12 +8,14 @@ the bundled snapshot's rows for the same provider (see `provider_defaults`).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 from collections import Counter
 from pathlib import Path
 
+from cheaptune.catalog import file_version
 from cheaptune.catalog.prices import Offer
 from cheaptune.catalog.sources.bundled import bundled_offers
 from cheaptune.catalog.sources.skypilot_parse import ImportResult, parse_vms_csv
@@ -80,6 +82,12 @@ def import_catalogs(root: Path) -> dict[str, ImportResult]:
     return {cloud: parse_vms_csv(path, cloud, defaults) for cloud, path in find_catalogs(root).items()}
 
 
+@functools.lru_cache(maxsize=4)
+def _imported(root: Path, versions: tuple) -> dict[str, ImportResult]:
+    """import_catalogs memoised on the files' (mtime, size): `versions` is the cache key."""
+    return import_catalogs(root)
+
+
 def copy_catalogs(src: Path) -> tuple[Path, dict[str, ImportResult]]:
     """Validate `src` and copy its vms.csv files into <home>/skypilot-catalogs in one atomic swap."""
     from cheaptune.util.atomic import atomic_dir
@@ -105,8 +113,12 @@ class SkyPilotSource:
     mode = "replace_providers"
 
     def _results(self) -> tuple[Path | None, dict[str, ImportResult]]:
+        """Parsed once per process while the files stay the same (load and describe both need them)."""
         root = catalog_root()
-        return root, (import_catalogs(root) if root else {})
+        if root is None:
+            return None, {}
+        versions = tuple((str(p), file_version(p)) for p in find_catalogs(root).values())
+        return root, _imported(root, versions)
 
     def load(self) -> list[Offer]:
         return [o for r in self._results()[1].values() for o in r.offers]
