@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import logging
 
 from cheaptune.errors import BadInput
@@ -13,15 +12,14 @@ log = logging.getLogger(__name__)
 
 def hf_config(cfg: dict):
     """A transformers config for a config.json dict; None when it needs custom (remote) code."""
-    from transformers import AutoConfig
+    from cheaptune.catalog.models import ModelSpec, to_hf_config
 
-    raw = copy.deepcopy(cfg)  # transformers edits nested fields (rope_scaling) in place
-    model_type = raw.pop("model_type", None)
+    model_type = cfg.get("model_type")
     if not model_type:
         return None
     try:
-        return AutoConfig.for_model(model_type, **raw)
-    except (ValueError, KeyError):
+        return to_hf_config(ModelSpec(id="config", family=str(model_type), config=cfg))
+    except BadInput:
         return None  # unknown to transformers: custom code
 
 
