@@ -61,7 +61,7 @@ def test_csv_alpaca_with_multiline_cell_line_numbers(tmp_path):
     assert got.dataset[0]["prompt"][0]["content"] == "Two\nlines"
     assert [e.split(": ")[0] for e in got.bad_examples] == [f"{p}:2", f"{p}:5"]
     (tmp_path / "empty.csv").write_text("")
-    with pytest.raises(BadInput, match="has no rows"):
+    with pytest.raises(BadInput, match="is empty"):
         load_dataset_rows(tmp_path / "empty.csv")
 
 

@@ -31,10 +31,11 @@ def read_yaml(path: Path) -> Any:
     """Parse a YAML file; unreadable or invalid YAML is BadInput, not a traceback."""
     import yaml
 
+    from cheaptune.util.files import read_text
+
+    text = read_text(path, "catalog file", "restore it or fix the path")
     try:
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise BadInput(f"{path}: cannot read ({err.strerror})") from None
+        return yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cheaptune.catalog import DATA_DIR, file_version, load_rows
 from cheaptune.errors import BadInput
+from cheaptune.util.files import read_text
 from cheaptune.util.names import suggest
 
 MODELS_FILE = DATA_DIR / "models.yaml"
@@ -106,11 +107,10 @@ def list_models(family: str | None = None, path: Path | None = None) -> list[Mod
 
 def read_config(path: Path) -> dict[str, Any]:
     """A config.json as a dict; any defect is one BadInput line naming the file."""
+    text = read_text(path, "model config", "pass a model's config.json or its folder")
     try:
-        cfg = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise BadInput(f"{path}: cannot read ({err.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as err:
         raise BadInput(f"{path}: not valid JSON ({err}); pass a model's config.json") from None
     if not isinstance(cfg, dict):
         raise BadInput(f"{path}: expected a JSON object of config fields, got {type(cfg).__name__}")

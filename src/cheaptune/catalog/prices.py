@@ -110,10 +110,9 @@ def parse_row(row: dict[str, str], where: str) -> Offer:
 
 def read_csv_rows(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     """(header, [(line number, row)]) of a CSV; '#' lines are comments; unreadable files are BadInput."""
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as err:
-        raise BadInput(f"{path}: cannot read the price file ({err})") from None
+    from cheaptune.util.files import read_text
+
+    text = read_text(path, "price file", "fix the path, or see catalog/data/prices.csv for the format")
     blanked = "".join("\n" if ln.lstrip().startswith("#") else ln for ln in text.splitlines(keepends=True))
     reader = csv.reader(io.StringIO(blanked))
     header: list[str] | None = None

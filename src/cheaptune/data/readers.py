@@ -11,12 +11,13 @@ import csv
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from cheaptune.data.formats import RowProblem
 from cheaptune.errors import BadInput
+from cheaptune.util.files import check_file, read_bytes
 
 Located = tuple[str, Any]  # (where, row or RowProblem)
 
@@ -24,23 +25,36 @@ SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv
             ".parquet": "parquet", ".pq": "parquet"}
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 JSON_COLUMNS = ("messages", "conversations")  # CSV cells that may hold a JSON list
+JSON_LIMIT = 2**31  # a .json file is parsed whole; beyond this, JSONL streams
+WHAT = "dataset"
 
 
 def iter_rows(path: str | os.PathLike, split: str | None = None) -> Iterator[Located]:
     """Dispatch on what `path` is: a file by suffix, a save_to_disk folder, or a hub id."""
     p = Path(path)
-    if p.is_dir():
+    if _probe(p.is_dir):
+        if p.suffix.lower() in SUFFIXES:
+            raise BadInput(f"{WHAT} {p} is a folder, not a {p.suffix} file; pass the data file inside it")
         return _saved_dataset(p, split)
-    if p.is_file():
+    if _probe(p.exists):
         kind = SUFFIXES.get(p.suffix.lower())
         if kind is None:
             raise BadInput(f"{p}: unsupported file type '{p.suffix}'; use one of {', '.join(sorted(SUFFIXES))} "
                            "or a folder written by datasets' save_to_disk")
+        check_file(p, WHAT, "pass a data file with rows")
         return {"jsonl": _jsonl, "json": _json, "csv": _csv, "tsv": _csv, "parquet": _parquet}[kind](p)
     if HUB_ID.match(str(path)) and not p.suffix:
         return _hub(str(path), split)
     raise BadInput(f"dataset {path} not found: pass a file (.jsonl, .json, .csv, .parquet), a save_to_disk "
                    "folder, or a hub dataset id like owner/name")
+
+
+def _probe(test: Callable[[], bool]) -> bool:
+    """Path.is_dir / exists, with a name too long for the file system read as "not there"."""
+    try:
+        return test()
+    except OSError:
+        return False
 
 
 def _jsonl(p: Path) -> Iterator[Located]:
@@ -59,7 +73,8 @@ def _jsonl(p: Path) -> Iterator[Located]:
 
 def _json(p: Path) -> Iterator[Located]:
     try:
-        data = json.loads(p.read_bytes())
+        data = json.loads(read_bytes(p, WHAT, "convert it to JSONL (one row a line), which streams",
+                                     max_bytes=JSON_LIMIT))
     except json.JSONDecodeError as err:
         if err.msg == "Extra data":  # one object per line under a .json name: read it as JSONL
             yield from _jsonl(p)
@@ -79,10 +94,11 @@ def _csv(p: Path) -> Iterator[Located]:
     delimiter = "\t" if p.suffix.lower() == ".tsv" else ","
     with p.open(newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f, delimiter=delimiter)
-        if reader.fieldnames is None:  # reads the header; an empty file has no rows
-            return
-        start = reader.line_num + 1
+        start = 1
         try:
+            if reader.fieldnames is None:  # reads the header; an empty file has no rows
+                return
+            start = reader.line_num + 1
             for record in reader:
                 where = f"{p}:{start}"
                 start = reader.line_num + 1

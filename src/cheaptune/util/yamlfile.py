@@ -8,15 +8,15 @@ from typing import Any
 import yaml
 
 from cheaptune.errors import BadInput
+from cheaptune.util.files import read_text
 
 
 def read_mapping(path: str | Path, what: str, fix: str) -> dict[str, Any]:
     """The YAML file at `path` as a dict (empty file: {}); `what` names it, `fix` says how to get a good one."""
     p = Path(path)
+    text = read_text(p, what, fix, allow_empty=True)
     try:
-        raw = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{what} {p} not found; {fix}") from None
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
