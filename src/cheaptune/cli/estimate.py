@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from cheaptune.cli.checks import bounded
+
 GIB = 2**30
 
 
@@ -39,26 +41,26 @@ def register(app: typer.Typer) -> None:
     def estimate(
         model: str = typer.Option(..., "--model", help="Catalog name, hub id, config.json or local model folder."),
         method: str = typer.Option(..., "--method", help="full, lora, qlora, dora, ia3, prompt_tuning, prefix_tuning."),
-        lora_r: int = typer.Option(16, "--lora-r", help="LoRA rank."),
-        lora_alpha: int = typer.Option(32, "--lora-alpha", help="LoRA alpha."),
+        lora_r: int = typer.Option(16, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank."),
+        lora_alpha: int = typer.Option(32, "--lora-alpha", callback=bounded(1, 2**20), help="LoRA alpha."),
         lora_targets: str = typer.Option("all-linear", "--lora-targets",
                                          help="Presets qv, attention, mlp, all-linear (+ lm_head) or module names."),
-        micro_batch: int = typer.Option(..., "--micro-batch", help="Sequences per GPU per step."),
-        seq_len: int = typer.Option(..., "--seq-len", help="Tokens per sequence (packed)."),
+        micro_batch: int = typer.Option(..., "--micro-batch", callback=bounded(1, 2**16), help="Sequences per GPU per step."),
+        seq_len: int = typer.Option(..., "--seq-len", callback=bounded(1, 10**7), help="Tokens per sequence (packed)."),
         precision: str = typer.Option(None, "--precision", help="bf16-true, bf16-mixed, fp16-mixed, fp32 (default per method)."),
         quant: str = typer.Option(None, "--quant", help="nf4, nf4-dq (qlora default), int8."),
         grad_ckpt: bool = typer.Option(False, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
         optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adamw-8bit, paged-adamw-8bit, sgd, adafactor."),
         attn: str = typer.Option("sdpa", "--attn", help="sdpa, flash, eager."),
         loss: str = typer.Option("trl", "--loss", help="trl (cheaptune train: chunked LM head) or hf (a plain transformers Trainer: full fp32 logits)."),
-        gpus: int = typer.Option(1, "--gpus", help="Data-parallel GPUs; the estimate is per GPU."),
+        gpus: int = typer.Option(1, "--gpus", callback=bounded(1, 4096), help="Data-parallel GPUs; the estimate is per GPU."),
         sharding: str = typer.Option(None, "--sharding",
                                      help="ddp (default with --gpus > 1), fsdp, zero2, zero3: how model state is split."),
         offload: bool = typer.Option(False, "--offload", help="fsdp/zero: keep sharded model state in host RAM."),
         allow_long_context: bool = typer.Option(False, "--allow-long-context",
                                                 help="Allow --seq-len beyond the model's context length."),
         full_sim: bool = typer.Option(False, "--full-sim", help="Simulate every block instead of extrapolating."),
-        headroom: float = typer.Option(0.10, "--headroom", help="Fraction of GPU memory kept free in the verdict."),
+        headroom: float = typer.Option(0.10, "--headroom", callback=bounded(0, 0.9), help="Fraction of GPU memory kept free in the verdict."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ) -> None:
         """Predict peak GPU memory of a training step by simulating it on fake tensors (per GPU with --gpus N)."""

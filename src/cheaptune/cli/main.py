@@ -37,7 +37,7 @@ def _root(
 def command_modules() -> list[str]:
     """Every module of cheaptune.cli that registers commands (discovered, not listed by hand)."""
     return sorted(
-        m.name for m in pkgutil.iter_modules(cli_pkg.__path__) if m.name not in {"main", "output"}
+        m.name for m in pkgutil.iter_modules(cli_pkg.__path__) if m.name not in {"main", "output", "checks"}
     )
 
 

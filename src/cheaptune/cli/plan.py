@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from cheaptune.cli.checks import bounded
+
 
 def _csv(value: str | None) -> tuple[str, ...]:
     return tuple(x.strip() for x in value.split(",") if x.strip()) if value else ()
@@ -16,26 +18,26 @@ def plan_command(
                                            help="Model: catalog name, hub id, config.json or local model folder."),
     dataset: Path | None = typer.Argument(None, help="Dataset file (JSONL/CSV/Parquet); or use --tokens / --examples."),
     model_opt: str | None = typer.Option(None, "--model", help="The model, instead of the positional MODEL."),
-    tokens: float | None = typer.Option(None, "--tokens", help="Training tokens per epoch, e.g. 2e7 (instead of a dataset)."),
-    examples: float | None = typer.Option(None, "--examples", help="Number of examples (with --avg-tokens)."),
-    avg_tokens: int | None = typer.Option(None, "--avg-tokens", help="Average tokens per example (default 512)."),
-    epochs: float = typer.Option(1.0, "--epochs", help="Passes over the data."),
-    seq_len: int = typer.Option(2048, "--seq-len", help="Sequence length (tokens per packed sequence)."),
-    effective_batch: int = typer.Option(16, "--effective-batch", help="Sequences per optimiser step."),
+    tokens: float | None = typer.Option(None, "--tokens", callback=bounded(1, 1e15), help="Training tokens per epoch, e.g. 2e7 (instead of a dataset)."),
+    examples: float | None = typer.Option(None, "--examples", callback=bounded(1, 1e12), help="Number of examples (with --avg-tokens)."),
+    avg_tokens: int | None = typer.Option(None, "--avg-tokens", callback=bounded(1, 10**7), help="Average tokens per example (default 512)."),
+    epochs: float = typer.Option(1.0, "--epochs", callback=bounded(0, 1000, above=True), help="Passes over the data."),
+    seq_len: int = typer.Option(2048, "--seq-len", callback=bounded(8, 10**7), help="Sequence length (tokens per packed sequence)."),
+    effective_batch: int = typer.Option(16, "--effective-batch", callback=bounded(1, 2**20), help="Sequences per optimiser step."),
     method: str = typer.Option("auto", "--method", help="auto (full, lora, qlora) or a comma list: full,lora,qlora,dora."),
-    lora_r: int = typer.Option(16, "--lora-r", help="LoRA rank for adapter methods."),
-    budget: float | None = typer.Option(None, "--budget", help="Most you will spend, USD."),
-    deadline: float | None = typer.Option(None, "--deadline", help="Latest finish, hours from launch."),
+    lora_r: int = typer.Option(16, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank for adapter methods."),
+    budget: float | None = typer.Option(None, "--budget", callback=bounded(0, 1e9, above=True), help="Most you will spend, USD."),
+    deadline: float | None = typer.Option(None, "--deadline", callback=bounded(0, 1e6, above=True), help="Latest finish, hours from launch."),
     providers: str | None = typer.Option(None, "--providers", help="Only these providers (comma list)."),
     exclude_providers: str | None = typer.Option(None, "--exclude-providers", help="Never these providers."),
     gpus: str | None = typer.Option(None, "--gpus", help="Only these GPUs (comma list of catalog names)."),
     spot: str = typer.Option("auto", "--spot", help="auto (compare), only, never."),
     community: bool = typer.Option(True, "--community/--no-community", help="Allow community-cloud hosts."),
-    max_gpus: int = typer.Option(8, "--max-gpus", help="Most GPUs in all (per node x nodes); several GPUs are tried "
+    max_gpus: int = typer.Option(8, "--max-gpus", callback=bounded(1, 4096), help="Most GPUs in all (per node x nodes); several GPUs are tried "
                                  "only when a method fits no single GPU, misses --deadline, or with --objective time."),
-    headroom: float = typer.Option(0.10, "--headroom", help="Fraction of GPU memory kept free."),
+    headroom: float = typer.Option(0.10, "--headroom", callback=bounded(0, 0.9), help="Fraction of GPU memory kept free."),
     objective: str = typer.Option("cost", "--objective", help="cost or time."),
-    top: int = typer.Option(8, "--top", help="Options to show."),
+    top: int = typer.Option(8, "--top", callback=bounded(1, 10**4), help="Options to show."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the plan as Markdown."),
     save: Path | None = typer.Option(None, "--save", help="Write the plan file for train/launch (YAML)."),

@@ -1,0 +1,30 @@
+import pytest
+
+from cheaptune.cli.checks import describe
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e308", "0", "-1"])
+def test_plan_epochs_must_be_finite_and_in_range(run_cli, value):
+    code, out, err = run_cli("plan", "tiny-llama", "--tokens", "1e6", "--epochs", value)
+    assert code == 2
+    assert err.strip().splitlines() == [f"error: --epochs must be a number above 0 and at most 1000 (got {float(value)!r})"]
+    assert "Traceback" not in out + err
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (("plan", "tiny-llama", "--examples", "100", "--avg-tokens", "0"), "--avg-tokens must be a whole number from 1"),
+    (("plan", "tiny-llama", "--tokens", "nan"), "--tokens must be a number from 1"),
+    (("plan", "tiny-llama", "--tokens", "1e6", "--headroom", "1.5"), "--headroom must be a number from 0 to 0.9"),
+    (("estimate", "--model", "tiny-llama", "--method", "lora", "--micro-batch", "1", "--seq-len", "64",
+      "--headroom", "1.5"), "--headroom must be a number from 0 to 0.9 (got 1.5)"),
+    (("estimate", "--model", "tiny-llama", "--method", "lora", "--micro-batch", "0", "--seq-len", "64"),
+     "--micro-batch must be a whole number from 1 to 65536 (got 0)"),
+])
+def test_range_is_in_the_message(run_cli, args, flag):
+    code, _, err = run_cli(*args)
+    assert code == 2 and flag in err and len(err.strip().splitlines()) == 1
+
+
+def test_describe():
+    assert describe(1, 4096, whole=True) == "a whole number from 1 to 4096"
+    assert describe(0, 1e9, above=True) == "a number above 0 and at most 1e+09"
