@@ -28,3 +28,15 @@ def test_range_is_in_the_message(run_cli, args, flag):
 def test_describe():
     assert describe(1, 4096, whole=True) == "a whole number from 1 to 4096"
     assert describe(0, 1e9, above=True) == "a number above 0 and at most 1e+09"
+
+
+@pytest.mark.parametrize(("flag", "value", "words"), [
+    ("--gpus", "0", "--gpus must be a whole number from 1 to 4096 (got 0)"),
+    ("--epochs", "nan", "--epochs must be a number above 0"),
+    ("--lr", "inf", "--lr must be a number above 0 and at most 10 (got inf)"),
+    ("--budget", "-5", "--budget must be a number above 0"),
+])
+def test_train_flags_checked_before_any_file_is_read(run_cli, tmp_path, flag, value, words):
+    code, _, err = run_cli("train", "--model", str(tmp_path / "nowhere"), "-o", str(tmp_path / "out"), flag, value)
+    assert code == 2 and words in err
+    assert not (tmp_path / "out").exists()

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from cheaptune.cli.checks import bounded
+
 
 def register(app: typer.Typer) -> None:
     app.command("train")(train)
@@ -18,32 +20,32 @@ def train(
     data: list[str] = typer.Option(None, "--data", help="Dataset file or folder (repeatable); replaces the config's."),
     data_format: str = typer.Option(None, "--format", help="Dataset format: auto, messages, sharegpt, alpaca, ..."),
     method: str = typer.Option(None, "--method", help="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning"),
-    lora_r: int = typer.Option(None, "--lora-r", help="LoRA rank."),
+    lora_r: int = typer.Option(None, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank."),
     lora_targets: str = typer.Option(None, "--lora-targets", help="qv | attention | mlp | all-linear, +lm_head"),
     output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where the adapter and summary go."),
     checkpoint_dir: str = typer.Option(None, "--checkpoint-dir", help="Checkpoints folder (e.g. a mounted bucket)."),
     resume: str = typer.Option(None, "--resume", help="auto (default) | never | path to checkpoint-N."),
-    max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
-    epochs: float = typer.Option(None, "--epochs", help="Number of epochs."),
-    micro_batch: int = typer.Option(None, "--micro-batch", help="Per-device micro-batch size."),
-    grad_accum: int = typer.Option(None, "--grad-accum", help="Gradient accumulation steps."),
-    seq_len: int = typer.Option(None, "--seq-len", help="Sequence length (tokens)."),
-    learning_rate: float = typer.Option(None, "--lr", help="Learning rate."),
-    save_steps: int = typer.Option(None, "--save-steps", help="Checkpoint every N steps."),
-    save_minutes: float = typer.Option(None, "--save-minutes", help="Checkpoint every N minutes of wall clock."),
-    save_total_limit: int = typer.Option(None, "--keep", help="Keep the last K checkpoints (and the best)."),
-    val_set_size: float = typer.Option(None, "--val-set-size", help="Validation fraction (<1) or rows (>=1)."),
-    eval_steps: int = typer.Option(None, "--eval-steps", help="Evaluate every N steps."),
-    seed: int = typer.Option(None, "--seed", help="Random seed."),
+    max_steps: int = typer.Option(None, "--max-steps", callback=bounded(1, 10**9), help="Stop after this many optimizer steps."),
+    epochs: float = typer.Option(None, "--epochs", callback=bounded(0, 1000, above=True), help="Number of epochs."),
+    micro_batch: int = typer.Option(None, "--micro-batch", callback=bounded(1, 2**16), help="Per-device micro-batch size."),
+    grad_accum: int = typer.Option(None, "--grad-accum", callback=bounded(1, 2**16), help="Gradient accumulation steps."),
+    seq_len: int = typer.Option(None, "--seq-len", callback=bounded(8, 10**7), help="Sequence length (tokens)."),
+    learning_rate: float = typer.Option(None, "--lr", callback=bounded(0, 10, above=True), help="Learning rate."),
+    save_steps: int = typer.Option(None, "--save-steps", callback=bounded(1, 10**9), help="Checkpoint every N steps."),
+    save_minutes: float = typer.Option(None, "--save-minutes", callback=bounded(0, 1e6, above=True), help="Checkpoint every N minutes of wall clock."),
+    save_total_limit: int = typer.Option(None, "--keep", callback=bounded(1, 10**6), help="Keep the last K checkpoints (and the best)."),
+    val_set_size: float = typer.Option(None, "--val-set-size", callback=bounded(0, 1e9), help="Validation fraction (<1) or rows (>=1)."),
+    eval_steps: int = typer.Option(None, "--eval-steps", callback=bounded(1, 10**9), help="Evaluate every N steps."),
+    seed: int = typer.Option(None, "--seed", callback=bounded(0, 2**32 - 1), help="Random seed."),
     merge: bool = typer.Option(None, "--merge/--no-merge", help="Also write merged weights (safetensors)."),
     skip_bad_rows: bool = typer.Option(None, "--skip-bad-rows", help="Skip and count bad dataset rows."),
-    budget_usd: float = typer.Option(None, "--budget", help="Stop (resumably) at this many USD."),
-    price_per_hour: float = typer.Option(None, "--price-per-hour", help="Instance price for the cost meter."),
-    max_hours: float = typer.Option(None, "--max-hours", help="Stop (resumably) after this many hours."),
+    budget_usd: float = typer.Option(None, "--budget", callback=bounded(0, 1e9, above=True), help="Stop (resumably) at this many USD."),
+    price_per_hour: float = typer.Option(None, "--price-per-hour", callback=bounded(0, 1e5), help="Instance price for the cost meter."),
+    max_hours: float = typer.Option(None, "--max-hours", callback=bounded(0, 1e6, above=True), help="Stop (resumably) after this many hours."),
     spot_notice: str = typer.Option(None, "--spot-notice", help="Poll spot notices: none | aws | gcp | azure."),
     device: str = typer.Option(None, "--device", help="auto | cpu | cuda."),
     precision: str = typer.Option(None, "--precision", help="bf16-true | bf16-mixed | fp16-mixed | fp32 (default: per method)."),
-    gpus: int = typer.Option(None, "--gpus", help="GPUs on this machine (default: the plan's, else 1); > 1 relaunches under accelerate."),
+    gpus: int = typer.Option(None, "--gpus", callback=bounded(1, 4096), help="GPUs on this machine (default: the plan's, else 1); > 1 relaunches under accelerate."),
     sharding: str = typer.Option(None, "--sharding", help="With --gpus > 1: ddp | fsdp | zero2 | zero3 (default: the plan's, else ddp)."),
     on_finish: str = typer.Option(None, "--on-finish", help="After the run: nothing | stop | terminate."),
     dry_run_shutdown: bool = typer.Option(None, "--dry-run-shutdown", help="Print the on-finish command only."),
@@ -123,7 +125,7 @@ def _gpus_and_sharding(plan: Path | None, gpus: int | None, sharding: str | None
         if gpus is None and p.offer.num_nodes == 1:
             gpus = p.offer.gpu_count
         sharding = sharding or p.train.sharding
-    return gpus or 1, sharding or "ddp"
+    return (1 if gpus is None else gpus), sharding or "ddp"
 
 
 def _train_args(argv: list[str]) -> list[str]:
