@@ -40,3 +40,9 @@ def test_train_flags_checked_before_any_file_is_read(run_cli, tmp_path, flag, va
     code, _, err = run_cli("train", "--model", str(tmp_path / "nowhere"), "-o", str(tmp_path / "out"), flag, value)
     assert code == 2 and words in err
     assert not (tmp_path / "out").exists()
+
+
+def test_plan_save_onto_a_folder_fails_before_planning(run_cli, tmp_path):
+    code, out, err = run_cli("plan", "tiny-llama", "--tokens", "1e6", "--save", str(tmp_path))
+    assert code == 2 and "is a folder; give a file name" in err and out == ""
+    assert list(tmp_path.iterdir()) == []

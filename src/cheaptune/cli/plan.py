@@ -44,7 +44,7 @@ def plan_command(
 ) -> None:
     """Rank method x GPU x provider x spot by total cost (or time) and explain the choice."""
     from cheaptune.catalog.gpus import resolve_gpu
-    from cheaptune.catalog.models import resolve_model
+    from cheaptune.catalog.models import loadable_name, resolve_model
     from cheaptune.errors import Infeasible
     from cheaptune.estimate.throughput import ModelShape
     from cheaptune.plan import planfile, render, sources
@@ -55,6 +55,10 @@ def plan_command(
     if model_opt is not None and model_arg is not None and dataset is None and Path(model_arg).is_file():
         model_arg, dataset = None, Path(model_arg)  # `plan --model M data.jsonl`: the one positional is the data
     model = _one_model(model_arg, model_opt)
+    if save is not None:
+        from cheaptune.util.atomic import destination
+
+        destination(save)  # a folder or device as --save fails now, not after the plan is made
     constraints = Constraints(
         methods=parse_methods(method), budget_usd=budget, deadline_hours=deadline, providers=_csv(providers),
         exclude_providers=_csv(exclude_providers), spot=spot.lower(), community=community, max_gpus=max_gpus,
@@ -79,7 +83,8 @@ def plan_command(
         raise
     _show(result, as_json, markdown, render)
     if save is not None:
-        planfile.save(to_planfile(result, model, str(dataset) if dataset else None), save)
+        data = str(Path(dataset).resolve()) if dataset else None
+        planfile.save(to_planfile(result, loadable_name(model, spec), data, label=model), save)
         if not as_json:
             typer.echo(f"plan saved to {save}", err=True)
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from cheaptune.errors import BadInput
 
 
 def _fsync_dir(path: Path) -> None:
@@ -25,12 +28,15 @@ def write_text(path: str | os.PathLike, text: str, check: Callable[[Path], None]
 
 def write_bytes(path: str | os.PathLike, data: bytes, check: Callable[[Path], None] | None = None) -> None:
     """As write_text; `check(tmp)` may validate the complete temporary file (it keeps the target's
-    suffix) and raise, and then `path` is left as it was."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".tmp{target.suffix}", dir=target.parent)
+    suffix) and raise, and then `path` is left as it was. A symlink is kept and its target replaced;
+    an existing file keeps its permissions; a folder or device at `path` is refused (BadInput)."""
+    target, mode = destination(Path(path))
+    tmp = None
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".tmp{target.suffix}", dir=target.parent)
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -38,9 +44,34 @@ def write_bytes(path: str | os.PathLike, data: bytes, check: Callable[[Path], No
             check(Path(tmp))
         os.replace(tmp, target)
         _fsync_dir(target.parent)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as err:  # full disk, read-only or missing folder: the old file stays, one line says why
+        raise BadInput(f"cannot write {path} ({err.strerror or type(err).__name__}); "
+                       "the previous file, if any, is unchanged") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def destination(path: Path) -> tuple[Path, int]:
+    """The file to replace (a symlink's target) and the mode to give it."""
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        st = target.stat()
+    except FileNotFoundError:
+        return target, 0o666 & ~_umask()
+    except OSError as err:
+        raise BadInput(f"cannot write {path} ({err.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"{path} is a folder; give a file name, e.g. {path / 'out.yaml'}")
+    if not stat.S_ISREG(st.st_mode):
+        raise BadInput(f"{path} is not a regular file (a device, pipe or socket); give a file name")
+    return target, stat.S_IMODE(st.st_mode)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @contextmanager
