@@ -25,13 +25,13 @@ def make(settings, run=None):
 
 def test_budget_cap_stops_with_checkpoint_and_bounded_overshoot():
     # $3600/h = $1/s; 10 s steps = $10 a step; checkpoint 3 s = $3.
-    s = GuardSettings(price_per_hour=3600.0, budget_usd=95.0, checkpoint_s=3.0)
+    s = GuardSettings(price_per_hour=3600.0, budget_usd=95.0, checkpoint_s=3.0, force=True)
     cb, clock, alerter = make(s)
     state, control, saves = run_loop(cb, clock, max_steps=100, step_s=10, save_s=3)
     assert cb.stop_reason == "budget"
     assert control.should_training_stop and saves == [state.global_step]
     final = cb.cost_usd
-    assert final <= 95.0 + 10.0 + 3.0
+    assert final <= 95.0 + 10.0  # the cap is passed by less than one step's cost, checkpoint included
     assert final > 95.0 - 2 * (10.0 + 3.0)  # it did not stop absurdly early
     kinds = [k for k, _ in alerter.sent]
     assert kinds.count("budget_threshold") == 2  # 50% and 80%; the stop came before 100%
@@ -39,7 +39,7 @@ def test_budget_cap_stops_with_checkpoint_and_bounded_overshoot():
 
 
 def test_overshoot_bound_holds_when_steps_slow_down():
-    s = GuardSettings(price_per_hour=3600.0, budget_usd=100.0, checkpoint_s=3.0)
+    s = GuardSettings(price_per_hour=3600.0, budget_usd=100.0, checkpoint_s=3.0, force=True)
     cb, clock, _ = make(s)
     args_steps = iter([5.0] * 15 + [40.0] * 100)
     # Steps take 5 s, then suddenly 40 s: the last step can overshoot, but by less than one step + checkpoint.
@@ -81,7 +81,7 @@ def test_max_hours_stops():
 
 def test_billing_unit_uses_the_paid_hour():
     # Hourly billing: the first step already bills a whole hour; the cap lets the run use it.
-    s = GuardSettings(price_per_hour=2.0, billing_unit_s=3600, budget_usd=2.0)
+    s = GuardSettings(price_per_hour=2.0, billing_unit_s=3600, budget_usd=2.0, force=True)
     cb, clock, _ = make(s)
     state, _, _ = run_loop(cb, clock, max_steps=1000, step_s=10, save_s=3)
     assert cb.stop_reason == "budget"
@@ -150,3 +150,62 @@ def test_bad_settings_are_one_line_badinput():
         GuardSettings(on_finish="stop", shutdown_command="shutdown -h now")
     with pytest.raises(BadInput, match="on-finish"):
         GuardSettings(on_finish="explode")
+
+
+def test_projection_over_budget_stops_early_and_says_it_is_a_projection():
+    # 200000 steps of 1 s at $36/h = $2000 projected against $0.10: stop after the first steps, not at the cap.
+    s = GuardSettings(price_per_hour=36.0, budget_usd=0.10, checkpoint_s=1.0, reproject_after_steps=3)
+    cb, clock, _ = make(s)
+    state, control, saves = run_loop(cb, clock, max_steps=200000, step_s=1.0, save_s=1.0)
+    assert cb.stop_reason == "projection" and state.global_step == 3 and saves == [3]
+    message = cb.stop_message
+    assert "projection" in message and "$0.1000 budget" in message and "$2,000" in message
+    # the cheapest change that fits: as many steps as the rest of the budget buys (1 s = $0.01 each)
+    fit = int(message.split("--max-steps ")[1].split()[0])
+    assert 7 <= fit <= 9
+    assert "--force" in message and "--resume" not in message
+
+
+def test_forced_projection_trains_on_to_the_cap():
+    s = GuardSettings(price_per_hour=36.0, budget_usd=0.10, checkpoint_s=1.0, reproject_after_steps=3, force=True)
+    cb, clock, alerter = make(s)
+    state, _, saves = run_loop(cb, clock, max_steps=200000, step_s=1.0, save_s=1.0)
+    assert cb.stop_reason == "budget" and saves == [state.global_step]
+    assert 0.10 - 0.02 <= cb.cost_usd <= 0.10 + 0.01  # within one step ($0.01) of the cap
+    assert "projection" in [k for k, _ in alerter.sent]
+    assert "stopped at the budget cap" in cb.stop_message and f"${cb.cost_usd:.4f} of $0.1000" in cb.stop_message
+    assert "--budget" in cb.stop_message
+
+
+def test_projection_is_checked_again_every_n_minutes():
+    # On pace at first (10 s steps, 100 steps, $1/s: $1000 < $1500); steps then slow to 30 s.
+    s = GuardSettings(price_per_hour=3600.0, budget_usd=1500.0, checkpoint_s=0.0, reproject_after_steps=3,
+                      reproject_minutes=2.0)
+    cb, clock, _ = make(s)
+    steps = iter([10.0] * 5 + [30.0] * 200)
+    orig = clock.advance
+    clock.advance = lambda sec: orig(next(steps) if sec == 10.0 else sec)
+    state, _, _ = run_loop(cb, clock, max_steps=100, step_s=10.0, save_s=0.0)
+    assert cb.stop_reason == "projection" and 5 < state.global_step < 40
+
+
+def test_budget_alerts_fire_at_their_own_threshold_on_the_real_clock():
+    import time
+
+    # $360/h = $0.10 a second: 50% of $0.20 is reached 1 s after the start, 80% after 1.6 s.
+    cb = GuardCallback(GuardSettings(price_per_hour=360.0, budget_usd=0.20), alerter=RecordingAlerter())
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    args, state = TrainingArguments(output_dir="/tmp/unused", report_to=[]), TrainerState()
+    state.max_steps = 10
+    cb.on_train_begin(args, state, TrainerControl())
+    try:
+        deadline = time.monotonic() + 10
+        while not cb.alerter.sent and time.monotonic() < deadline:
+            time.sleep(0.02)
+        kind, message = cb.alerter.sent[0]
+        assert kind == "budget_threshold" and message.startswith("50% of the $0.2000 budget")
+        spent = float(message.split("($")[1].split()[0])
+        assert 0.10 <= spent < 0.14  # fired when half the budget was spent, not later at the next step end
+    finally:
+        cb.on_train_end(args, state, TrainerControl())

@@ -14,8 +14,12 @@ Trainer side, in order:
 
 At a cap the callback sets control.should_save and control.should_training_stop at a step end, so the
 Trainer saves a checkpoint and leaves its loop. It stops when the billed cost after one more step plus
-a checkpoint would pass the budget, so the overshoot is under one step's cost plus the checkpoint even
-when steps slow down. `guard.status()` / `guard.progress_text()` give the figures for a progress bar;
+a checkpoint would pass the budget, so the cap is passed by less than one step's cost even when steps
+slow down. After `reproject_after_steps` steps (train: the probe) and every `reproject_minutes`, it
+re-projects the run's total from the measured pace; a projection over the budget stops the run
+(stop_reason "projection", with the figures and what would fit) unless `force`, which trains on to the
+cap. Budget alerts fire at their own threshold of the money spent: a timer on the real clock, and a
+check at every step end. `guard.status()` / `guard.progress_text()` give the figures for a progress bar;
 on_log adds cost_usd, cost_projected_usd, budget_used and data_wait_frac to the logs (tensorboard,
 wandb, mlflow). The callback writes progress to the run (throttled to settings.heartbeat_s) but never
 calls run.finish: the trainer picks the final status.
@@ -24,15 +28,17 @@ calls run.finish: the trainer picks the final status.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 
 from transformers import TrainerCallback
 
 from cheaptune.runs.alerts import Alerter, webhook_from_env
-from cheaptune.runs.meter import CostMeter
+from cheaptune.runs.meter import CostMeter, usd
 from cheaptune.runs.settings import GuardSettings
 from cheaptune.runs.shutdown import run_shutdown, shutdown_command
 from cheaptune.runs.watchdog import IdleWatchdog, StarvationWatch
@@ -43,8 +49,15 @@ __all__ = ["GuardSettings", "GuardCallback", "apply_on_finish", "attach", "make_
 
 STOP_MESSAGES = {
     "budget": "stopped at the budget cap after a checkpoint",
+    "projection": "stopped on a projection, before the cap, after a checkpoint",
     "max_hours": "stopped at --max-hours after a checkpoint",
     "idle": "stopped after no progress for the idle limit, after a checkpoint",
+}
+RESUME_ADVICE = {
+    "budget": "to continue, run the same command with a larger --budget (it resumes from the checkpoint)",
+    "projection": "to continue anyway, run the same command with --force (it resumes and trains on to the cap)",
+    "max_hours": "to continue, run the same command with a larger --max-hours (it resumes from the checkpoint)",
+    "idle": "run the same command again to resume from the checkpoint",
 }
 
 
@@ -81,7 +94,10 @@ class GuardCallback(TrainerCallback):
         self._last_write = float("-inf")
         self._fired: set[str] = set()
         self._idle_pending = False
-        self._projection_checked = False
+        self._next_projection: float | None = None
+        self.projection_text = ""
+        self._lock = threading.Lock()
+        self._timers: list[threading.Timer] = []
 
     # ---- figures ----
     @property
@@ -111,9 +127,12 @@ class GuardCallback(TrainerCallback):
 
     @property
     def stop_message(self) -> str:
-        cost = self.cost_usd
-        spent = f" (${cost:.2f} spent)" if cost is not None else ""
-        return STOP_MESSAGES.get(self.stop_reason or "", "not stopped") + spent + "; resume with --resume"
+        reason = self.stop_reason or ""
+        if reason == "projection":
+            return f"{STOP_MESSAGES[reason]}: {self.projection_text}; {RESUME_ADVICE[reason]}"
+        cost, budget = self.cost_usd, self.settings.budget_usd
+        spent = "" if cost is None else f" ({usd(cost)}{f' of {usd(budget)}' if budget else ''} spent)"
+        return STOP_MESSAGES.get(reason, "not stopped") + spent + (f"; {RESUME_ADVICE[reason]}" if reason else "")
 
     def status(self) -> dict:
         """Figures for a progress bar: cost_usd, projected_usd, budget_usd, budget_used, eta_s, data_wait_frac."""
@@ -129,11 +148,14 @@ class GuardCallback(TrainerCallback):
         s = self.status()
         if s["cost_usd"] is None:
             return ""
-        text = f"${s['cost_usd']:.2f}" + (f" of ${s['budget_usd']:.2f}" if s["budget_usd"] else "")
-        return text + (f", ~${s['projected_usd']:.2f} at ETA" if s["projected_usd"] is not None else "")
+        text = usd(s["cost_usd"]) + (f" of {usd(s['budget_usd'])}" if s["budget_usd"] else "")
+        return text + (f", ~{usd(s['projected_usd'])} at ETA" if s["projected_usd"] is not None else "")
 
     # ---- TrainerCallback hooks ----
     def on_train_begin(self, args, state, control, **kwargs):
+        if self._t0 is not None:  # the same process goes on (an out-of-memory fallback): billing continues
+            self._max_steps = state.max_steps
+            return control
         prior_usd = self.run.prior_cost_usd() if self.run else 0.0
         self._prior_s = self.run.prior_elapsed_s() if self.run else 0.0
         self.meter = CostMeter(self.meter.price_per_hour, self.meter.billing_unit_s, self.meter.min_billed_s, prior_usd)
@@ -142,6 +164,8 @@ class GuardCallback(TrainerCallback):
         self._max_steps = state.max_steps
         if self.settings.idle_minutes:
             self.idle = IdleWatchdog(self.settings.idle_minutes * 60, self._on_idle, self._hung, self.clock).start()
+        if self.clock is time.monotonic:  # timers follow the real clock only (tests drive a fake one)
+            self._schedule_thresholds()
         return control
 
     def on_step_begin(self, args, state, control, **kwargs):
@@ -202,6 +226,8 @@ class GuardCallback(TrainerCallback):
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
+        for timer in self._timers:
+            timer.cancel()
         if self.idle:
             self.idle.stop()
         self._step = state.global_step
@@ -210,30 +236,78 @@ class GuardCallback(TrainerCallback):
         return control
 
     # ---- internals ----
+    @property
+    def save_s(self) -> float:
+        """The measured checkpoint time, or the assumed one before the first save."""
+        return self.settings.checkpoint_s if self._save_s is None else self._save_s
+
     def _check_money(self, control) -> None:
         s, elapsed = self.settings, self.elapsed_s
-        lookahead = self._step_s + (s.checkpoint_s if self._save_s is None else self._save_s)
+        lookahead = self._step_s + self.save_s
         if s.budget_usd and s.price_per_hour is not None:
-            used = self.meter.accrued(elapsed) / s.budget_usd
             for t in s.alert_thresholds:
-                if used >= t:
-                    self._alert("budget_threshold", f"{t:.0%} of the ${s.budget_usd:.2f} budget used "
-                                f"(${self.meter.billed(elapsed):.2f} billed)", once=f"budget:{t:g}")
-            self._check_projection()
+                if self.meter.accrued(elapsed) >= t * s.budget_usd:
+                    self._threshold_alert(t)
+            self._check_projection(control)
             if self.meter.billed(elapsed + lookahead) > s.budget_usd:
                 self._stop(control, "budget")
         if s.max_hours and self._prior_s + elapsed + lookahead > s.max_hours * 3600:
             self._stop(control, "max_hours")
 
-    def _check_projection(self) -> None:
-        done = self._step - self._start_step
-        if self._projection_checked or done < self.settings.reproject_after_steps:
+    def _threshold_alert(self, t: float) -> None:
+        budget = self.settings.budget_usd or 0.0
+        spent = self.meter.accrued(self.elapsed_s)
+        self._alert("budget_threshold", f"{t:.0%} of the {usd(budget)} budget used ({usd(spent)} spent)",
+                    once=f"budget:{t:g}")
+
+    def _schedule_thresholds(self) -> None:
+        """One timer per threshold not yet reached, at the moment the money spent reaches it."""
+        s = self.settings
+        if not (s.budget_usd and s.price_per_hour):
             return
-        self._projection_checked = True
-        projected = self.projected_usd
-        if projected is not None and projected > (self.settings.budget_usd or float("inf")):
-            self._alert("projection", f"measured pace projects ${projected:.2f} at the ETA, above the "
-                        f"${self.settings.budget_usd:.2f} budget: the run will stop at the cap", once="projection")
+        for t in s.alert_thresholds:
+            delay = (t * s.budget_usd - self.meter.accrued(0.0)) / s.price_per_hour * 3600
+            if delay > 0:
+                timer = threading.Timer(delay, self._threshold_alert, args=(t,))
+                timer.daemon = True
+                timer.start()
+                self._timers.append(timer)
+
+    def _check_projection(self, control) -> None:
+        """After the first steps and every reproject_minutes: stop (or, forced, warn) when the measured
+        pace projects a total over the budget."""
+        s, now = self.settings, self.clock()
+        if self._step - self._start_step < max(s.reproject_after_steps, 2) or self.stop_reason:
+            return
+        if self._next_projection is not None and now < self._next_projection:
+            return
+        self._next_projection = now + s.reproject_minutes * 60
+        projected, eta = self.projected_usd, self.eta_s
+        if projected is None or eta is None or projected <= (s.budget_usd or math.inf):
+            return
+        self.projection_text = self._projection_figures(projected, eta)
+        if s.force:
+            self._alert("projection", f"{self.projection_text}; --force: training on to the cap", once="projection")
+        else:
+            self._stop(control, "projection")
+
+    def _projection_figures(self, projected: float, eta: float) -> str:
+        """The projection and the cheapest changes that would fit the budget."""
+        s, elapsed = self.settings, self.elapsed_s
+        budget, price = s.budget_usd or 0.0, s.price_per_hour or 0.0
+        remaining = max(self._max_steps - self._step, 1)
+        pace = eta / remaining
+        spent = self.meter.billed(elapsed + self.save_s)
+        fit = max(int((budget - spent) / (price * pace / 3600)), 0) if price and pace else 0
+        total_fit = self._step + fit
+        text = (f"at the measured {pace:.3g} s/step the {remaining} remaining steps take {eta / 3600:.2f} h, "
+                f"projecting {usd(projected)} against the {usd(budget)} budget ({usd(self.cost_usd or 0.0)} spent). "
+                f"What fits: --max-steps {total_fit} ({total_fit / max(self._max_steps, 1):.1%} of the planned "
+                "steps; fewer epochs in proportion), shorter sequences (--seq-len)")
+        left = projected - (self.cost_usd or 0.0)
+        if left > 0 and budget > (self.cost_usd or 0.0):
+            text += f", or an offer at or under {usd(price * (budget - (self.cost_usd or 0.0)) / left)}/h at this speed"
+        return text
 
     def _stop(self, control, reason: str) -> None:
         control.should_save = True
@@ -261,9 +335,10 @@ class GuardCallback(TrainerCallback):
     def _alert(self, kind: str, message: str, once: str | None, level_only: bool = False) -> None:
         """Send an alert; with `once`, at most once per run across resumes (claimed in the registry)."""
         if once is not None:
-            if once in self._fired:
-                return
-            self._fired.add(once)
+            with self._lock:  # threshold timers run on their own threads
+                if once in self._fired:
+                    return
+                self._fired.add(once)
             if self.run and not self.run.fire_once(once):
                 return
         if self.run:

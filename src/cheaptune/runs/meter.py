@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from cheaptune.errors import Infeasible
 from cheaptune.estimate.cost import SECONDS_PER_HOUR, billed_seconds, compute_cost
 
-__all__ = ["CostMeter", "billed_seconds", "check_budget", "per_instance_price"]
+__all__ = ["CostMeter", "billed_seconds", "check_budget", "per_instance_price", "usd"]
 
 
 def per_instance_price(price_per_gpu_hour: float, gpu_count: int) -> float:
@@ -48,6 +48,11 @@ class CostMeter:
         if done_fraction <= 0:
             return None
         return self.billed(elapsed_s / min(done_fraction, 1.0))
+
+
+def usd(x: float) -> str:
+    """Money as printed everywhere: cents from $1 up, four decimals below (a cap of $0.15 is exact)."""
+    return f"${x:,.2f}" if abs(x) >= 1 else f"${x:.4f}"
 
 
 def check_budget(projected_usd: float, budget_usd: float | None, force: bool = False) -> None:

@@ -41,8 +41,10 @@ class GuardSettings:
     predicted_cost_usd: float | None = None
     predicted_peak_bytes: int | None = None
     # Beyond the contract's fields: tuning with safe defaults.
-    checkpoint_s: float = 60.0  # assumed time to save a checkpoint until one is measured
-    reproject_after_steps: int = 5
+    checkpoint_s: float = 60.0  # assumed time to save a checkpoint until one is measured (train sizes it)
+    force: bool = False  # a projection over the budget warns instead of stopping; the cap still holds
+    reproject_after_steps: int = 5  # the first projection (train: after the probe), then every reproject_minutes
+    reproject_minutes: float = 10.0
     heartbeat_s: float = 10.0
     webhook_timeout_s: float = 10.0
     webhook_retries: int = 3
