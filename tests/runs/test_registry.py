@@ -110,3 +110,55 @@ def test_old_registry_file_gains_the_remote_column(tmp_path):
     Registry(path)
     cols = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(runs)")}
     assert "remote" in cols
+
+
+def test_corrupt_registry_is_one_line_and_kept(tmp_path):
+
+    p = tmp_path / "runs.sqlite"
+    p.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(BadInput, match="run registry .* cannot be used .*move it aside"):
+        Registry(p)
+    assert p.read_bytes() == b"this is not sqlite at all" * 100
+    with pytest.raises(BadInput, match="is a folder"):
+        Registry(tmp_path)
+
+
+def test_newer_registry_refused_untouched_and_old_one_backed_up(tmp_path):
+    import sqlite3
+
+    from cheaptune.runs import schema
+
+    newer = tmp_path / "newer.sqlite"
+    with sqlite3.connect(newer) as con:
+        con.execute(f"PRAGMA user_version = {schema.VERSION + 1}")
+    con.close()
+    before = newer.read_bytes()
+    with pytest.raises(BadInput, match="written by a newer cheaptune"):
+        Registry(newer)
+    assert newer.read_bytes() == before
+
+    old = tmp_path / "old.sqlite"  # a version-0 registry: runs table without the `remote` column
+    with sqlite3.connect(old) as con:
+        con.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, status TEXT NOT NULL, started_at REAL)")
+        con.execute("INSERT INTO runs VALUES ('r1', 'finished', 1.0)")
+    con.close()
+    Registry(old)
+    backup = tmp_path / "old.sqlite.v0.bak"
+    with sqlite3.connect(backup) as con:
+        assert [r[1] for r in con.execute("PRAGMA table_info(runs)")] == ["id", "status", "started_at"]
+        assert con.execute("SELECT id FROM runs").fetchall() == [("r1",)]
+    con.close()
+    with sqlite3.connect(old) as con:
+        assert con.execute("PRAGMA user_version").fetchone()[0] == schema.VERSION
+        assert "remote" in [r[1] for r in con.execute("PRAGMA table_info(runs)")]
+    con.close()
+    assert Registry(old).path == old and not (tmp_path / "old.sqlite.v1.bak").exists()
+
+
+def test_home_that_is_a_file(tmp_path, monkeypatch):
+    from cheaptune.util.paths import home
+
+    (tmp_path / "f").write_text("x")
+    monkeypatch.setenv("CHEAPTUNE_HOME", str(tmp_path / "f"))
+    with pytest.raises(BadInput, match=r"a file is in the way\); set CHEAPTUNE_HOME"):
+        home()

@@ -35,6 +35,7 @@ from typing import Any
 from cheaptune.errors import BadInput
 from cheaptune.runs import schema
 from cheaptune.runs.schema import STATUSES
+from cheaptune.util.files import check_file
 from cheaptune.util.names import did_you_mean
 from cheaptune.util.paths import home
 
@@ -52,20 +53,28 @@ class Registry:
     def __init__(self, path: str | os.PathLike | None = None) -> None:
         self.path = Path(path) if path else default_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            check_file(self.path, "run registry", allow_empty=True)
         with self.connect() as con:
-            schema.create(con)
-            if "remote" not in {r[1] for r in con.execute("PRAGMA table_info(runs)")}:
-                con.execute("ALTER TABLE runs ADD COLUMN remote TEXT")  # registries from before remote runs
+            schema.create(con, self.path)
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
         """A connection inside one transaction: committed on success, rolled back on error, closed."""
-        con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+        try:
+            con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+        except sqlite3.Error as err:
+            raise BadInput(f"cannot open run registry {self.path} ({err}); check the folder") from None
         con.row_factory = sqlite3.Row
         try:
             con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             with con:
                 yield con
+        except (sqlite3.OperationalError, sqlite3.DatabaseError) as err:
+            if isinstance(err, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
+                raise
+            raise BadInput(f"run registry {self.path} cannot be used ({err}); if it is damaged, move it aside "
+                           "(nothing is deleted) and cheaptune starts a new one") from None
         finally:
             con.close()
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from pathlib import Path
 from typing import Any
+
+from cheaptune.errors import BadInput
 
 STATUSES = ("running", "finished", "failed", "budget-stopped", "preempted", "killed")
 
@@ -40,11 +43,32 @@ _TABLES = [
 SECRET_MARKERS = ("header", "token", "secret", "password", "api_key", "apikey", "authorization", "webhook_url")
 
 
-def create(con: sqlite3.Connection) -> None:
-    """Create the tables once; WAL lets readers run beside one writer, across processes."""
+VERSION = 1  # PRAGMA user_version this code writes; 0 = registries from before versioning
+
+
+def create(con: sqlite3.Connection, path: Path) -> None:
+    """Create the tables once, or bring an older registry up to VERSION after copying it aside.
+
+    WAL lets readers run beside one writer, across processes. A registry from a newer cheaptune is
+    refused untouched: an old reader must never rewrite what it does not understand."""
+    found = con.execute("PRAGMA user_version").fetchone()[0]
+    if found > VERSION:
+        raise BadInput(f"run registry {path} was written by a newer cheaptune (schema {found}, this one reads "
+                       f"{VERSION}); upgrade cheaptune, or set CHEAPTUNE_HOME to another folder to keep both")
+    if found == VERSION:
+        return
+    had_runs = con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='runs'").fetchone()
+    if had_runs:
+        backup = path.with_name(f"{path.name}.v{found}.bak")
+        with sqlite3.connect(backup) as copy:
+            con.backup(copy)
+        copy.close()
     con.execute("PRAGMA journal_mode=WAL")
     for sql in _TABLES:
         con.execute(sql)
+    if "remote" not in {r[1] for r in con.execute("PRAGMA table_info(runs)")}:
+        con.execute("ALTER TABLE runs ADD COLUMN remote TEXT")  # registries from before remote runs
+    con.execute(f"PRAGMA user_version = {VERSION}")
 
 
 def check_fields(fields: dict[str, Any]) -> dict[str, Any]:
