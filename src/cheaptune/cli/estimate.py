@@ -7,6 +7,7 @@ import typer
 from cheaptune.cli.checks import bounded
 
 GIB = 2**30
+NEAR_LIMIT = 0.05  # fits, but with less than 5% of the GPU free beyond the headroom
 
 
 def _render(est, gpus, headroom: float) -> None:
@@ -31,28 +32,49 @@ def _render(est, gpus, headroom: float) -> None:
         verdict.add_column(col)
     for g in gpus:
         free = g.memory_bytes * (1 - headroom) - est.device_total_bytes
-        verdict.add_row(g.name, f"{g.memory_gib:g}", "yes" if free >= 0 else "no", f"{free / GIB:.1f}",
+        # under-prediction is the costly direction (an OOM after the GPU is rented): flag thin margins
+        fits = ("yes, near its limit" if free < NEAR_LIMIT * g.memory_bytes else "yes") if free >= 0 else "no"
+        verdict.add_row(g.name, f"{g.memory_gib:g}", fits, f"{free / GIB:.1f}",
                         style=None if free >= 0 else "dim")
     out.print(verdict)
+
+
+def _notes(req, foreign) -> None:
+    """What the estimate took from a config file and what it could not simulate, once each."""
+    from cheaptune.cli.output import console
+    from cheaptune.estimate.profiles import get_profile
+
+    out = console()
+    prof = get_profile(req.trainer)
+    out.print(f"trainer: {prof.name} ({prof.about}{', ' + prof.version if prof.version else ''})")
+    if foreign and foreign.ignored:
+        out.print(f"ignored by the memory estimate: {', '.join(foreign.ignored)}")
+    if foreign and foreign.named:
+        out.print(f"not modelled (they change the run): {', '.join(foreign.named)}")
+    for term in prof.not_simulated:
+        out.print(f"not simulated: {term}")
 
 
 def register(app: typer.Typer) -> None:
     @app.command("estimate")
     def estimate(
-        model: str = typer.Option(..., "--model", help="Catalog name, hub id, config.json or local model folder."),
-        method: str = typer.Option(..., "--method", help="full, lora, qlora, dora, ia3, prompt_tuning, prefix_tuning."),
+        model: str = typer.Option(None, "--model", help="Catalog name, hub id, config.json or local model folder."),
+        method: str = typer.Option(None, "--method", help="full, lora, qlora, dora, ia3, prompt_tuning, prefix_tuning."),
         lora_r: int = typer.Option(16, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank."),
         lora_alpha: int = typer.Option(32, "--lora-alpha", callback=bounded(1, 2**20), help="LoRA alpha."),
-        lora_targets: str = typer.Option("all-linear", "--lora-targets",
-                                         help="Presets qv, attention, mlp, all-linear (+ lm_head) or module names."),
-        micro_batch: int = typer.Option(..., "--micro-batch", callback=bounded(1, 2**16), help="Sequences per GPU per step."),
-        seq_len: int = typer.Option(..., "--seq-len", callback=bounded(1, 10**7), help="Tokens per sequence (packed)."),
+        lora_targets: str = typer.Option(None, "--lora-targets", help="Presets qv, attention, mlp, all-linear "
+                                         "(+ lm_head) or module names (default: the trainer's)."),
+        micro_batch: int = typer.Option(None, "--micro-batch", callback=bounded(1, 2**16), help="Sequences per GPU per step."),
+        seq_len: int = typer.Option(None, "--seq-len", callback=bounded(1, 10**7), help="Tokens per sequence (packed)."),
         precision: str = typer.Option(None, "--precision", help="bf16-true, bf16-mixed, fp16-mixed, fp32 (default per method)."),
         quant: str = typer.Option(None, "--quant", help="nf4, nf4-dq (qlora default), int8."),
         grad_ckpt: bool = typer.Option(False, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
         optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adamw-8bit, paged-adamw-8bit, sgd, adafactor."),
         attn: str = typer.Option("sdpa", "--attn", help="sdpa, flash, eager."),
-        loss: str = typer.Option("trl", "--loss", help="trl (cheaptune train: chunked LM head) or hf (a plain transformers Trainer: full fp32 logits)."),
+        loss: str = typer.Option(None, "--loss", help="Override the trainer's loss: trl (chunked LM head), hf (full fp32 logits), chunked."),
+        trainer: str = typer.Option(None, "--trainer", help="Whose training step to simulate: cheaptune (default), hf, "
+                                    "axolotl, llama-factory, litgpt, torchtune."),
+        config: str = typer.Option(None, "--config", help="An Axolotl, LLaMA-Factory or litgpt YAML config to estimate."),
         gpus: int = typer.Option(1, "--gpus", callback=bounded(1, 4096), help="Data-parallel GPUs; the estimate is per GPU."),
         sharding: str = typer.Option(None, "--sharding",
                                      help="ddp (default with --gpus > 1), fsdp, zero2, zero3: how model state is split."),
@@ -64,13 +86,15 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ) -> None:
         """Predict peak GPU memory of a training step by simulating it on fake tensors (per GPU with --gpus N)."""
-        from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+        from cheaptune.estimate.memory import estimate_memory
+        from cheaptune.plan.foreign_config import request_for
 
-        req = EstimateRequest(
-            model=model, method=method, lora_r=lora_r, lora_alpha=lora_alpha, lora_targets=lora_targets,
-            micro_batch=micro_batch, seq_len=seq_len, precision=precision, quant=quant, grad_ckpt=grad_ckpt,
-            optimizer=optimizer, attn=attn, loss=loss, gpus=gpus, sharding=sharding, offload=offload,
-            allow_long_context=allow_long_context, full_sim=full_sim,
+        req, foreign = request_for(
+            config, trainer,
+            dict(model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision,
+                 quant=quant, loss=loss, lora_targets=lora_targets),
+            dict(lora_r=lora_r, lora_alpha=lora_alpha, grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpus,
+                 sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim),
         )
         est = estimate_memory(req)
         if as_json:
@@ -78,8 +102,10 @@ def register(app: typer.Typer) -> None:
 
             from cheaptune.cli.output import emit_json
 
-            emit_json(dataclasses.asdict(est))
+            extra = {"config": dataclasses.asdict(foreign)} if foreign else {}
+            emit_json({**dataclasses.asdict(est), **extra})
             return
+        _notes(req, foreign)
         from cheaptune.catalog.gpus import list_gpus
 
         _render(est, sorted(list_gpus(), key=lambda g: g.memory_bytes), headroom)

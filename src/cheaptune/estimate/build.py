@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from cheaptune.estimate.policy import FUSED_HEAD_OUTPUTS, Policy, set_adapter_dtype
+from cheaptune.estimate.profiles import get_profile
 
 LAYER_LIST_KEYS = ("layer_types", "mlp_only_layers")
 
@@ -94,6 +95,10 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
     quantized = req.method == "qlora"
     if quantized:
         _replace_with_nf4(model, req)
+        if get_profile(getattr(req, "trainer", None)).kbit_prep:
+            import peft  # the trainer's own upcast: frozen 16-bit weights (embeddings, norms, head) to fp32
+
+            peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     if req.method != "full":
         import peft
 

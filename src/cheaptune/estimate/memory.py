@@ -27,6 +27,7 @@ from cheaptune.estimate.policy import (
     QUANTS,
 )
 from cheaptune.estimate.sharding import check_sharding, shard_estimate
+from cheaptune.estimate.profiles import get_profile
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
@@ -50,13 +51,16 @@ class EstimateRequest:
     grad_ckpt: bool = False
     optimizer: str = "adamw"
     attn: str = "sdpa"
-    loss: str = "trl"  # trl (our trainer) | hf (a plain transformers Trainer: full fp32 logits)
+    loss: str | None = None  # None: the trainer's; trl (chunked head) | hf (full fp32 logits) | chunked (per chunk)
     gpus: int = 1
     sharding: str | None = None  # ddp (default with gpus > 1) | fsdp | zero2 | zero3
     offload: bool = False  # fsdp/zero: sharded model state in host RAM
     allow_long_context: bool = False
     full_sim: bool = False  # simulate every block instead of extrapolating from 1-2 periods
 
+    trainer: str = "cheaptune"  # whose step is simulated: estimate/data/profiles.yaml
+    lora_dropout: float | None = None  # None: the trainer's default
+    bnb_keeps_input: bool = False  # bitsandbytes < 0.43.2 kept each 4-bit matmul's input (profiles.py)
 
 @dataclass
 class MemoryEstimate:
@@ -118,11 +122,15 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
             raise BadInput(f"{flag} {val!r} is not one of {', '.join(allowed)}")
 
     choice(req.method, METHODS, "--method")
-    precision = req.precision or DEFAULT_PRECISION[req.method]
+    profile = get_profile(req.trainer)
+    precision = req.precision or profile.default_precision(req.method)
+    loss = req.loss or profile.loss
     choice(precision, PRECISIONS, "--precision")
     choice(req.optimizer, OPTIMIZERS, "--optimizer")
     choice(req.attn, ATTNS, "--attn")
-    choice(req.loss, LOSSES, "--loss")
+    choice(loss, LOSSES, "--loss")
+    if req.lora_dropout is not None and not 0 <= req.lora_dropout < 1:
+        raise BadInput(f"lora dropout must be in [0, 1) (got {req.lora_dropout})")
     quant = req.quant or DEFAULT_QUANT.get(req.method)
     if quant is not None:
         choice(quant, QUANTS, "--quant")
@@ -139,7 +147,8 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
     if ctx and req.seq_len > ctx and not req.allow_long_context:
         raise BadInput(f"--seq-len {req.seq_len} is beyond the model's context of {ctx} tokens; "
                        "lower it or pass --allow-long-context")
-    return dataclasses.replace(req, precision=precision, quant=quant, sharding=sharding)
+    return dataclasses.replace(req, precision=precision, quant=quant, sharding=sharding, loss=loss,
+                               trainer=profile.name)
 
 
 def _inputs(req: EstimateRequest, label: str) -> dict:

@@ -38,7 +38,8 @@ OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor")
 ATTNS = ("sdpa", "flash", "eager")
 # "trl": our trainer (trl SFTTrainer's chunked LM head, no full logits); "hf": a plain transformers Trainer,
 # whose loss materialises fp32 logits over the whole vocabulary (for users who train that way).
-LOSSES = ("trl", "hf")
+# "chunked": logits and cross-entropy chunk by chunk, as litgpt and torchtune do (estimate/profiles.py).
+LOSSES = ("trl", "hf", "chunked")
 
 DEFAULT_PRECISION: dict[str, str] = {
     "full": "bf16-true",

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import torch
 
 from cheaptune.estimate.build import build_on_meta, meta_to_fake, quiet
-from cheaptune.estimate.policy import hf_optim, resolve_policy
+from cheaptune.estimate.policy import hf_optim
+from cheaptune.estimate.profiles import profile_policy
 from cheaptune.estimate.tracker import PeakTracker
 
 PHASES = ("forward", "backward", "optimizer")
@@ -123,7 +124,7 @@ def simulate(req, cfg, real: bool = False, steps: int = 2, loss_kernels: str = "
     CPU fallback as is, to compare with a real CPU run of the trainer."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    policy = resolve_policy(req.method, req.precision)
+    policy = profile_policy(req)
     with quiet(), _bnb_qmap_restored():
         built = build_on_meta(req, policy, cfg)
         model = built.model
@@ -135,6 +136,8 @@ def simulate(req, cfg, real: bool = False, steps: int = 2, loss_kernels: str = "
         else:
             meta_to_fake(model, mode, req, built.quantized)
         model.train()
+        if req.bnb_keeps_input and built.quantized:
+            _keep_4bit_inputs(model)
         kernels = _gpu_loss_kernels() if loss_kernels == "gpu" else contextlib.nullcontext()
         with mode, kernels, (contextlib.nullcontext() if real else _real_mask_decision()):
             return _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin)
@@ -222,18 +225,11 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> Sim
             pos = torch.arange(req.seq_len).expand(req.micro_batch, -1)  # trl's padding-free collator sends these
             tracker.phase, tracker.forward_category = "forward", None
             with autocast:
-                if req.loss == "hf":  # a plain Trainer: the model's own loss over full fp32 logits
-                    out = model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False)
-                    loss, metrics = out.loss, ()
-                else:
-                    out = model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False, fused_lm_head=True)
-                    # trl's compute_loss: summed NLL over labelled tokens, plus its logged metrics
-                    loss = -out.log_probs.sum() / out.label_mask.sum().clamp(min=1)
-                    metrics = (out.entropy.detach().sum(), out.is_top1.sum())
-            del out, ids, pos, metrics
+                loss, held = _forward_loss(model, ids, pos, req)
+            del ids, pos
             tracker.phase, tracker.forward_category, tracker.bucket = "backward", None, "head"
             loss.backward()
-            del loss
+            del loss, held
             tracker.phase = "optimizer"
             torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM)
             opt.step()
@@ -245,6 +241,56 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> Sim
     peaks = {ph: int(tracker.phase_peaks.get(ph, 0)) for ph in PHASES}
     return SimResult(peaks, dict(tracker.peak_breakdown), tracker.peak_phase, trainable, total,
                      static, max_lin, dict(tracker.bucket_peaks))
+
+
+def _keep_4bit_inputs(model) -> None:
+    """bitsandbytes < 0.43.2: MatMul4Bit kept its input A for backward whenever A needed a gradient
+    (ctx.tensors = (A, B), outside save_for_backward, so checkpointing did not free it either); the input
+    is held by the output's autograd node until the graph is freed, exactly as long as ctx held it."""
+    def keep(_mod, args, out):
+        if args and isinstance(args[0], torch.Tensor) and args[0].requires_grad and out.grad_fn is not None:
+            out.grad_fn.metadata["bnb_kept_input"] = args[0]
+
+    for m in model.modules():
+        if type(m).__name__ == "Linear4bit":
+            m.register_forward_hook(keep)
+
+
+def _forward_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
+    """The trainer's forward and loss: (loss, tensors its training loop holds until backward is done)."""
+    if req.loss == "hf":  # a plain Trainer: the model's own loss over full fp32 logits
+        return model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False).loss, ()
+    if req.loss == "chunked":
+        return _chunked_loss(model, ids, pos, req)
+    out = model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False, fused_lm_head=True)
+    # trl's compute_loss: summed NLL over labelled tokens, plus its logged metrics (computed, then dropped)
+    out.entropy.detach().sum(), out.is_top1.sum()
+    return -out.log_probs.sum() / out.label_mask.sum().clamp(min=1), ()
+
+
+def _chunked_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
+    """litgpt's and torchtune's loss: the head projects chunk by chunk and cross-entropy runs per chunk
+    (fp32 per chunk for torchtune); litgpt's loop keeps the list of logits chunks until backward ends."""
+    from cheaptune.estimate.profiles import get_profile
+
+    prof = get_profile(req.trainer)
+    size = prof.loss_chunk_tokens or -(-req.seq_len // (prof.loss_chunks or 1))
+    if req.method in ("prompt_tuning", "prefix_tuning"):  # peft's wrapper adds the virtual tokens
+        chunks = model(input_ids=ids, position_ids=pos, use_cache=False).logits[:, -req.seq_len:].split(size, 1)
+    else:
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        hidden = base.base_model(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state
+        head = base.get_output_embeddings()
+        chunks = (head(h) for h in hidden.split(size, dim=1))
+    held, total = [], None
+    for logits, labels in zip(chunks, ids.split(size, dim=1), strict=True):
+        if prof.loss_full_logits:
+            held.append(logits)
+        logits = logits.float() if prof.loss_fp32 else logits
+        part = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1),
+                                                 reduction="sum")
+        total = part if total is None else total + part
+    return total / ids.numel(), tuple(held)
 
 
 def decoder_layers(model, n: int):

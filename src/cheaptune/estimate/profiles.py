@@ -1,0 +1,94 @@
+"""Trainer profiles: the policy of each trainer users run (HF Trainer, Axolotl, LLaMA-Factory, litgpt,
+torchtune), so the estimate simulates their step instead of ours.
+
+The settings and their sources live in data/profiles.yaml; this module only reads them and turns one
+into the `Policy` the simulator builds with. A setting a profile does not name is cheaptune's own
+(estimate/policy.py), so the `cheaptune` profile is exactly what `cheaptune train` runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from cheaptune.errors import BadInput
+from cheaptune.estimate.policy import DEFAULT_PRECISION, LORA_DROPOUT, Policy, resolve_policy
+
+DATA = Path(__file__).with_name("data") / "profiles.yaml"
+DEFAULT_TRAINER = "cheaptune"
+# bitsandbytes before 0.43.2 kept each 4-bit matmul's input for backward (ctx.tensors = (A, B)), although a
+# frozen weight needs only grad_output @ W: bitsandbytes 0.41.0 bitsandbytes/autograd/_functions.py L523,
+# fixed by commit 9e753741 "fix QLoRA mem bug: delete useless buffered activation" (#1270), first in 0.43.2.
+BNB_KEEPS_INPUT_BEFORE = "0.43.2"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One trainer's memory-relevant policy (see data/profiles.yaml for the meaning of each field)."""
+
+    name: str
+    about: str
+    version: str = ""
+    precision: dict[str, str] = field(default_factory=dict)
+    loss: str = "trl"
+    loss_chunk_tokens: int | None = None
+    loss_chunks: int | None = None
+    loss_fp32: bool = False
+    loss_full_logits: bool = False
+    lora_dropout: float = LORA_DROPOUT
+    lora_targets: str = "all-linear"
+    kbit_prep: bool = False
+    qlora_adapter_dtype: str | None = None
+    grad_ckpt: bool = False
+    not_simulated: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def default_precision(self, method: str) -> str:
+        return self.precision.get(method, DEFAULT_PRECISION[method])
+
+
+@cache
+def _profiles() -> dict[str, Profile]:
+    import yaml
+
+    raw = yaml.safe_load(DATA.read_text())
+    out = {}
+    for name, entry in raw["trainers"].items():
+        settings = entry.get("settings") or {}
+        values = {k: v["value"] for k, v in settings.items()}
+        if "not_simulated" in values:
+            values["not_simulated"] = tuple(values["not_simulated"])
+        out[name] = Profile(name=name, about=entry["about"], version=entry.get("version", ""),
+                            sources={k: v["source"] for k, v in settings.items()}, **values)
+    return out
+
+
+def trainers() -> tuple[str, ...]:
+    return tuple(_profiles())
+
+
+def get_profile(name: str | None) -> Profile:
+    """The profile for a trainer name (`llama_factory`, `LLaMA-Factory` and `llamafactory` all accepted)."""
+    key = (name or DEFAULT_TRAINER).lower().replace("_", "-")
+    key = {"llamafactory": "llama-factory", "transformers": "hf", "trl": "hf"}.get(key, key)
+    profiles = _profiles()
+    if key not in profiles:
+        raise BadInput(f"--trainer {name!r} is not one of {', '.join(profiles)}")
+    return profiles[key]
+
+
+def profile_policy(req) -> Policy:
+    """The dtypes and dropout the request's trainer builds with: cheaptune's policy for the precision,
+    then the profile's own choices (QLoRA adapter dtype, autocast after a kbit upcast, dropout)."""
+    prof = get_profile(req.trainer)
+    policy = resolve_policy(req.method, req.precision)
+    dropout = prof.lora_dropout if req.lora_dropout is None else req.lora_dropout
+    policy = dataclasses.replace(policy, lora_dropout=dropout)
+    if req.method == "qlora":
+        if prof.qlora_adapter_dtype:
+            policy = dataclasses.replace(policy, adapter=prof.qlora_adapter_dtype)
+        if prof.kbit_prep and policy.autocast is None:  # fp32 norms/embeddings need autocast to run at all
+            policy = dataclasses.replace(policy, autocast=policy.base)
+    return policy
