@@ -57,3 +57,16 @@ def test_compare_and_bad_run_id(run_cli, tmp_path):
     assert rc == 2 and "no run 'no-such-run'" in err and err.count("\n") == 1
     rc, _, _ = run_cli("compare", "cheap", "nope", "--json")
     assert rc == 2
+
+
+def test_report_empty_run_and_compare_plot_with_nothing(run_cli, tmp_path):
+    reg = Registry()
+    only = reg.start_run(name="only", model="m")
+    only.finish("failed")
+    other = reg.start_run(name="other", model="m")
+    other.finish("failed")
+    for ref in ("", "  "):
+        rc, out, err = run_cli("report", ref)
+        assert rc == 2 and "the run is empty" in err and out == ""
+    rc, _, err = run_cli("compare", "only", "other", "--plot", str(tmp_path / "p.png"))
+    assert rc == 0 and "no plot written" in err and not (tmp_path / "p.png").exists()

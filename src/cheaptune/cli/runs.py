@@ -90,6 +90,9 @@ def compare_cmd(
     reg = Registry()
     rows = compare_rows([reg.get_run(r) for r in runs])
     written = plot_compare(rows, plot) if plot else None
+    if plot and written is None:
+        typer.echo(f"no plot written to {plot}: none of these runs has both a cost and an eval loss "
+                   "(set val_set_size to record eval loss)", err=True)
     if json_out:
         emit_json({"runs": rows, "plot": str(written) if written else None})
         return

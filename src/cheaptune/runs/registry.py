@@ -116,6 +116,8 @@ class Registry:
 
     def resolve(self, ref: str) -> str:
         """A run id from an id, a unique id prefix, or a name (the latest run with it); BadInput otherwise."""
+        if not ref.strip():  # an empty prefix would match every run and pick one
+            raise BadInput("the run is empty; give a run id, id prefix or name (`cheaptune runs` lists them)")
         with self.connect() as con:
             hits = [r[0] for r in con.execute("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY started_at DESC", (f"{_like(ref)}%",))]
             if ref in hits:
