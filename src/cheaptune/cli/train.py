@@ -92,6 +92,10 @@ def train(
     if data_format and not data:
         cfg = cfg.model_copy(update={"datasets": [d.model_copy(update={"type": data_format}) for d in cfg.datasets]})
     guard_settings(cfg)  # bad guard-rail settings fail here, before any model loads
+    if cfg.base_model:
+        from cheaptune.train.locate import check_base_model
+
+        check_base_model(cfg.base_model)  # a missing folder or uncached hub id, said before any load
     if gpus > 1 and not child:
         preflight(cfg, force)  # refuse before starting N processes
         argv = launch_argv(_train_args(sys.argv), gpus, sharding, cfg.output_dir, cfg.device)

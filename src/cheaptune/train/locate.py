@@ -1,0 +1,54 @@
+"""Is the base model there? Said in our words before transformers or the hub client try to load it.
+
+Their errors for a missing folder or an uncached hub id offline are long and point at a website; a
+user needs where we looked and how to pass a local folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from cheaptune.errors import BadInput
+
+HUB_ID = re.compile(r"^[\w.-]{1,96}/[\w.-]{1,96}$")
+FOLDER_HINT = "pass a local folder holding config.json and the weights (what save_pretrained writes)"
+
+
+def check_base_model(name: str) -> None:
+    """BadInput unless `name` is a model folder, or a hub id that is cached or may be fetched (online)."""
+    raw = name.strip()
+    path = Path(raw).expanduser()
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError:  # a name too long for the file system is no folder here
+        is_dir = exists = False
+    if is_dir:
+        if not (path / "config.json").is_file():
+            raise BadInput(f"model folder {path} has no config.json; {FOLDER_HINT}")
+        return
+    if exists:
+        raise BadInput(f"model {path} is a file, not a folder; {FOLDER_HINT}")
+    if not HUB_ID.match(raw):
+        if raw.startswith((".", "/", "~")) or raw.count(os.sep) > 1 or len(raw) > 200:
+            shown = raw if len(raw) <= 120 else f"{raw[:60]}...{raw[-60:]}"
+            where = "" if path.is_absolute() else f" (looked in {Path.cwd()})"
+            raise BadInput(f"model {shown!r}: no such folder{where}; {FOLDER_HINT}")
+        return  # a catalog name: resolved by the trainer's own lookup
+    if _offline() and not _cached(raw):
+        from huggingface_hub import constants
+
+        raise BadInput(f"model {raw} is not a local folder and not in the Hugging Face cache "
+                       f"({constants.HF_HUB_CACHE}), and HF_HUB_OFFLINE is set; download it while online "
+                       f"or {FOLDER_HINT}")
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
+
+def _cached(repo_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
