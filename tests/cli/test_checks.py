@@ -46,3 +46,8 @@ def test_plan_save_onto_a_folder_fails_before_planning(run_cli, tmp_path):
     code, out, err = run_cli("plan", "tiny-llama", "--tokens", "1e6", "--save", str(tmp_path))
     assert code == 2 and "is a folder; give a file name" in err and out == ""
     assert list(tmp_path.iterdir()) == []
+
+
+def test_very_long_model_name_is_one_short_line(run_cli):
+    code, _, err = run_cli("plan", "m" * 400, "--tokens", "1e6")
+    assert code == 2 and "unknown model" in err and len(err) < 400

@@ -189,7 +189,11 @@ def resolve_model(name_or_path: str | os.PathLike, path: Path | None = None) -> 
     """A catalog entry (hub id any case, alias), a local config.json or model dir, or a hub id online."""
     raw = str(name_or_path).strip()
     local = Path(raw).expanduser()
-    if local.exists():
+    try:
+        found = local.exists()
+    except OSError:  # a name too long for the file system is not a local path
+        found = False
+    if found:
         return _local(local)
     specs = _load(Path(path or MODELS_FILE))
     low = raw.lower()
@@ -203,7 +207,8 @@ def resolve_model(name_or_path: str | os.PathLike, path: Path | None = None) -> 
     if raw.count("/") == 1 and all(raw.split("/")):
         return _from_hub(raw, close, specs)
     hint = f" (did you mean {', '.join(close)}?)" if close else "; run `cheaptune models` for the list"
-    raise BadInput(f"unknown model {raw!r}{hint}")
+    shown = raw if len(raw) <= 120 else f"{raw[:60]}...{raw[-60:]}"
+    raise BadInput(f"unknown model {shown!r}{hint}")
 
 
 def to_hf_config(spec: ModelSpec, **overrides: Any):
