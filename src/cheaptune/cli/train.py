@@ -64,6 +64,7 @@ def train(
     from cheaptune.train.config import build
     from cheaptune.train.distributed import EXIT_FILE, children_exit, is_child, launch_argv, record_exit
     from cheaptune.train.guardrails import guard_settings
+    from cheaptune.train.lock import output_lock
     from cheaptune.train.run import preflight
     from cheaptune.train.run import train as run_train
 
@@ -96,17 +97,18 @@ def train(
         from cheaptune.train.locate import check_base_model
 
         check_base_model(cfg.base_model)  # a missing folder or uncached hub id, said before any load
-    if gpus > 1 and not child:
-        preflight(cfg, force)  # refuse before starting N processes
-        argv = launch_argv(_train_args(sys.argv), gpus, sharding, cfg.output_dir, cfg.device)
-        Path(cfg.output_dir, EXIT_FILE).unlink(missing_ok=True)
-        raise typer.Exit(children_exit(cfg.output_dir, subprocess.run(argv).returncode))
-    try:
-        result = run_train(cfg, force=force)
-    except CheaptuneError as err:
-        if child:
-            record_exit(cfg.output_dir, err.exit_code)
-        raise
+    with output_lock(cfg.output_dir, enabled=not child):  # the parent holds it for its children
+        if gpus > 1 and not child:
+            preflight(cfg, force)  # refuse before starting N processes
+            argv = launch_argv(_train_args(sys.argv), gpus, sharding, cfg.output_dir, cfg.device)
+            Path(cfg.output_dir, EXIT_FILE).unlink(missing_ok=True)
+            raise typer.Exit(children_exit(cfg.output_dir, subprocess.run(argv).returncode))
+        try:
+            result = run_train(cfg, force=force)
+        except CheaptuneError as err:
+            if child:
+                record_exit(cfg.output_dir, err.exit_code)
+            raise
     if not result.summary:  # not the main process of a multi-process run: it reports nothing
         return
     if as_json:
