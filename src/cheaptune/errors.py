@@ -27,6 +27,14 @@ class BudgetStop(CheaptuneError):
     exit_code = 10
 
 
+class OutOfMemory(CheaptuneError):
+    """Out of GPU memory after every fallback that keeps the effective batch (gradient checkpointing,
+    smaller micro-batches, the paged 8-bit optimizer when allowed); the last step is checkpointed.
+    `launch` takes this exit code as "needs a larger GPU" and moves to the next offer that has one."""
+
+    exit_code = 11
+
+
 class Preempted(CheaptuneError):
     """Stopped by SIGTERM/SIGINT or a spot notice after a checkpoint; resumable (128 + SIGTERM)."""
 

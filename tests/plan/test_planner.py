@@ -160,3 +160,38 @@ def test_tiny_spot_job_still_asks_for_a_positive_checkpoint_interval():
     tiny = Workload(tokens=2_000, epochs=1, seq_len=256, effective_batch=4)
     spot = [o for o in plan(Constraints(spot="only"), w=tiny).options]
     assert spot and all(o.checkpoint_minutes >= MIN_CHECKPOINT_MINUTES for o in spot)
+
+
+def test_high_end_of_the_interruption_range_says_when_the_recommendation_changes():
+    risky = offer("cheapcloud", "A100-80GB", 1.0, spot=True, rate=0.5)  # no range: the high end is 2x
+    alone = plan(Constraints(methods=("lora",)), offers=[risky]).recommended
+    assert alone.total < alone.pessimistic_total
+    t1, t2 = (plan(Constraints(methods=("lora",)), offers=[offer("steady", "A100-80GB", p)]).recommended.total
+              for p in (1.0, 2.0))
+    target = (alone.total + alone.pessimistic_total) / 2  # dearer than spot expected, cheaper at its high end
+    steady = offer("steady", "A100-80GB", 1.0 + (target - t1) / (t2 - t1))
+    r = plan(Constraints(methods=("lora",)), offers=[risky, steady])
+    assert r.recommended.spot
+    assert "steady" in r.high_end and "becomes the cheapest" in r.high_end
+    r = plan(Constraints(methods=("lora",)), offers=[risky])
+    assert "recommendation holds" in r.high_end
+    assert plan(Constraints(spot="never")).high_end == ""
+
+
+def test_a_board_without_bf16_is_fitted_at_the_precision_it_trains_at():
+    """T4/V100 train fp16-mixed (fp32 master weights for full fine-tuning): the fit must be asked for that
+    precision, not the bf16 default, or the plan under-sizes what runs."""
+    calls = []
+    inner = fake_fit()
+
+    def recording(method, mem, precision):
+        calls.append((method, mem, precision))
+        return inner(method, mem, precision)
+
+    gpus = [fakes.gpu("T4", 16, arch="turing", bf16=False), fakes.gpu("A100-80GB", 80)]
+    offers = [fakes.offer("aws", "T4", 0.5), fakes.offer("aws", "A100-80GB", 3.0)]
+    plan(fit=recording, gpus=gpus, offers=offers)
+    by_mem = {(m, mem): p for m, mem, p in calls}
+    t4, a100 = 16 * 1024**3, 80 * 1024**3
+    assert by_mem[("full", t4)] == "fp16-mixed" and by_mem[("full", a100)] == "bf16-true"
+    assert by_mem[("lora", t4)] == "fp16-mixed" and by_mem[("lora", a100)] == "bf16-mixed"

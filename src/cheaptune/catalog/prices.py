@@ -143,12 +143,13 @@ def read_price_csv(path: Path) -> list[Offer]:
     return [parse_row(row, f"{path}:{line}") for line, row in rows]
 
 
-def load_offers() -> list[Offer]:
-    """Bundled snapshot, then SkyPilot catalogs (replace providers), then the user CSV (override rows)."""
+def load_offers(only: tuple[str, ...] | None = None) -> list[Offer]:
+    """Bundled snapshot, then SkyPilot catalogs and the live cache (newest per provider), then the user
+    CSV (override rows); `only` names the sources to use (all by default)."""
     from cheaptune.catalog.sources import all_sources, merge
 
     offers: list[Offer] = []
-    for source in all_sources():
+    for source in (s for s in all_sources() if only is None or s.name in only):
         offers = merge(offers, source.load(), source.mode)
     return offers
 

@@ -5,12 +5,29 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from typer.core import TyperCommand
 
 from cheaptune.cli.checks import bounded
 
 
+def bare_resume(args: list[str]) -> list[str]:
+    """`--resume` alone means `--resume auto` (the value is taken only if it is auto, never or a folder)."""
+    out = list(args)
+    if "--resume" in out:
+        i = out.index("--resume") + 1
+        value = out[i] if i < len(out) else None
+        if value is None or not (value in ("auto", "never") or Path(value).is_dir()):
+            out.insert(i, "auto")
+    return out
+
+
+class _TrainCommand(TyperCommand):
+    def parse_args(self, ctx, args):  # noqa: ANN001, ANN201 - click's signature
+        return super().parse_args(ctx, bare_resume(args))
+
+
 def register(app: typer.Typer) -> None:
-    app.command("train")(train)
+    app.command("train", cls=_TrainCommand)(train)
 
 
 def train(
@@ -24,7 +41,7 @@ def train(
     lora_targets: str = typer.Option(None, "--lora-targets", help="qv | attention | mlp | all-linear, +lm_head"),
     output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where the adapter and summary go."),
     checkpoint_dir: str = typer.Option(None, "--checkpoint-dir", help="Checkpoints folder (e.g. a mounted bucket)."),
-    resume: str = typer.Option(None, "--resume", help="auto (default) | never | path to checkpoint-N."),
+    resume: str = typer.Option(None, "--resume", help="auto (default; --resume alone) | never | path to checkpoint-N."),
     max_steps: int = typer.Option(None, "--max-steps", callback=bounded(1, 10**9), help="Stop after this many optimizer steps."),
     epochs: float = typer.Option(None, "--epochs", callback=bounded(0, 1000, above=True), help="Number of epochs."),
     micro_batch: int = typer.Option(None, "--micro-batch", callback=bounded(1, 2**16), help="Per-device micro-batch size."),
@@ -49,12 +66,18 @@ def train(
     sharding: str = typer.Option(None, "--sharding", help="With --gpus > 1: ddp | fsdp | zero2 | zero3 (default: the plan's, else ddp)."),
     on_finish: str = typer.Option(None, "--on-finish", help="After the run: nothing | stop | terminate."),
     dry_run_shutdown: bool = typer.Option(None, "--dry-run-shutdown", help="Print the on-finish command only."),
-    force: bool = typer.Option(False, "--force", help="Start even when the plan's cost is over the budget."),
+    probe_steps: int = typer.Option(None, "--probe-steps", help="Optimizer steps measured at the start (default 3; 0: none)."),
+    allow_optimizer_change: bool = typer.Option(None, "--allow-optimizer-change",
+                                                help="Out of memory: may switch to the paged 8-bit AdamW."),
+    force: bool = typer.Option(False, "--force", help="Start and train on to the cap even when the cost (planned or "
+                                                      "projected from the measured pace) is over the budget."),
     as_json: bool = typer.Option(False, "--json", help="Print the training summary as JSON."),
 ) -> None:
     """Fine-tune a model; checkpoints are atomic and a rerun resumes exactly where it stopped.
 
-    Exit codes: 0 done, 2 bad input, 10 budget or time cap, 143 preempted (run again to resume).
+    Exit codes: 0 done, 2 bad input, 10 budget or time cap, or a projection over the budget (--force trains on
+    to the cap), 11 out of memory after every fallback (a larger GPU resumes it), 143 preempted (run again to
+    resume).
     """
     import os
     import subprocess
@@ -83,7 +106,8 @@ def train(
         "eval_steps": eval_steps, "seed": seed, "merge": merge, "skip_bad_rows": skip_bad_rows,
         "budget_usd": budget_usd, "price_per_hour": price_per_hour, "max_hours": max_hours,
         "spot_notice": spot_notice, "device": device, "on_finish": on_finish,
-        "dry_run_shutdown": dry_run_shutdown, "precision": precision,
+        "dry_run_shutdown": dry_run_shutdown, "precision": precision, "probe_steps": probe_steps,
+        "allow_optimizer_change": allow_optimizer_change,
         # the meter's price stays per instance; the GPU count is what the registry records
         "gpu_count": world if world > 1 else None,
     }

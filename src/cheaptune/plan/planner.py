@@ -39,6 +39,7 @@ class PlanResult:
     why_not: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)
+    high_end: str = ""  # the recommendation at the top of the spot interruption ranges
 
     @property
     def recommended(self) -> Option | None:
@@ -102,6 +103,7 @@ def make_plan(
     best = ranked[0]
     result.why = explain.why(best, ranked, c.objective)
     result.why_not = explain.why_not(ranked, excluded, c.objective, c.max_gpus)
+    result.high_end = explain.high_end(ranked, c.objective)
     facts = _facts(best, ranked, w, c, context_length, offers, shape, consts, fit)
     result.warnings = run_checks(facts)
     return result

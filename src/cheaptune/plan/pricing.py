@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cheaptune.catalog.interruption import rate_for
 from cheaptune.estimate import cost as money
 from cheaptune.estimate.scaling import effective_throughput
 from cheaptune.estimate.spot import spot_overhead
@@ -125,11 +126,11 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
     price = float(offer.price_per_hour)
     spot_est = None
     if offer.spot:
-        rate = offer.interruption_per_hour
-        rate = consts["default_spot_interruptions_per_hour"] if rate is None else float(rate)
+        rate = rate_for(offer)
         ckpt_s = arts.checkpoint_bytes / consts["disk_write_bytes_per_s"]
         restart_s = start_s - start["tokenize"] + arts.checkpoint_bytes / consts["disk_read_bytes_per_s"]
-        spot_est = spot_overhead(train_s, rate * nodes, ckpt_s, restart_s)  # any node's loss stops the job
+        # any node's loss stops the job; the pessimistic bound is at the top of the rate's range
+        spot_est = spot_overhead(train_s, rate.expected * nodes, ckpt_s, restart_s, rate.high * nodes)
     extra_s = spot_est.expected_extra_s if spot_est else 0.0
     wall_s = start_s + train_s + extra_s
     hours = wall_s / SECONDS_PER_HOUR
@@ -186,7 +187,7 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
                 "network": INTER_NODE_NETWORK if nodes > 1 else None},
             "startup_s": {k: round(v, 1) for k, v in start.items()},
             "train_hours": round(train_s / SECONDS_PER_HOUR, 4),
-            "spot": spot_est.to_dict() if spot_est else None,
+            "spot": {**spot_est.to_dict(), "rate": rate_for(offer).to_dict()} if spot_est else None,
             "shipped_bytes": arts.shipped_bytes(gf.method),
             "checkpoint_bytes": arts.checkpoint_bytes,
             "trainable_params": fit.trainable_params,

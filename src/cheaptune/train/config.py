@@ -100,6 +100,10 @@ class TrainConfig(BaseModel):
     idle_stop: bool = False
     predicted_cost_usd: float | None = None
     predicted_peak_bytes: int | None = None
+    predicted_tokens_per_s: float | None = None
+    # probe and out-of-memory fallbacks (cheaptune.train.probe, cheaptune.train.oom)
+    probe_steps: int = Field(3, ge=0, description="optimizer steps measured at the start (0: no probe)")
+    allow_optimizer_change: bool = Field(False, description="out of memory: may switch to the paged 8-bit AdamW")
     # spot notices
     spot_notice: Literal["none", "aws", "gcp", "azure"] = "none"
     spot_notice_url: str | None = None

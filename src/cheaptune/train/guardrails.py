@@ -42,12 +42,25 @@ def open_run(cfg: TrainConfig, resuming: bool, total_steps: int | None = None):
     return run
 
 
-def guard_settings(cfg: TrainConfig):
-    """GuardSettings from the config, passing only the fields that GuardSettings has."""
+# Assumed until the first save is measured: a slow network disk or mounted bucket. Over-estimating it
+# only stops a capped run a little early; the measured save time replaces it after the first checkpoint.
+ASSUMED_WRITE_BYTES_PER_S = 100e6
+SAVE_FIXED_S = 1.0  # trainer state, RNG, scheduler, checksums and the rename
+
+
+def checkpoint_seconds(model: Any) -> float:
+    """Assumed time to save a checkpoint of `model`: trainable weights plus two fp32 AdamW moments."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    size = sum(p.numel() * (p.element_size() + 8) for p in params)
+    return SAVE_FIXED_S + size / ASSUMED_WRITE_BYTES_PER_S
+
+
+def guard_settings(cfg: TrainConfig, **extra: Any):
+    """GuardSettings from the config (only the fields GuardSettings has), plus `extra` ones (force, ...)."""
     from cheaptune.runs.guard import GuardSettings
 
     names = {f.name for f in dataclasses.fields(GuardSettings)}
-    return GuardSettings(**{k: v for k, v in cfg.guard_fields().items() if k in names})
+    return GuardSettings(**{k: v for k, v in cfg.guard_fields().items() if k in names}, **extra)
 
 
 class RegistryCallback(TrainerCallback):

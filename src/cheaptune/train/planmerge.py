@@ -50,6 +50,7 @@ def from_plan(path: str | Path, current: dict[str, Any]) -> dict[str, Any]:
         "min_billed_s": plan.offer.min_billed_s,
         "predicted_cost_usd": plan.prediction.cost.total,
         "predicted_peak_bytes": plan.prediction.peak_vram_bytes,
+        "predicted_tokens_per_s": plan.prediction.tokens_per_s,
         **_precision(t.precision),
     }
     if t.lora_r is not None:

@@ -11,9 +11,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from cheaptune.errors import BadInput, BudgetStop, Preempted
+from cheaptune.errors import BadInput, BudgetStop, OutOfMemory, Preempted
 from cheaptune.train import checkpoints as ck
-from cheaptune.train import guardrails, outputs
+from cheaptune.train import guardrails, oom, outputs
 from cheaptune.train import resume as rs
 from cheaptune.train.config import TrainConfig
 
@@ -87,8 +87,10 @@ class _Finisher:
             guardrails.finish_hook(self.cfg, status)
 
 
-def train(cfg: TrainConfig, force: bool = False) -> TrainResult:
-    """Train to the end (exit 0), or stop resumably: Preempted (143) or BudgetStop (10) after a checkpoint.
+def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallback, ...] = ()) -> TrainResult:
+    """Train to the end (exit 0), or stop resumably: Preempted (143), BudgetStop (10) or, out of memory
+    after every fallback, OutOfMemory (11), after a checkpoint. `callbacks` are added to the Trainer's
+    (tests inject their hooks this way).
 
     Under torchrun/accelerate every rank runs this; only the main process prints progress, writes the
     registry and runs the on-finish hook, and one callback shares stop decisions across ranks.
@@ -103,6 +105,7 @@ def train(cfg: TrainConfig, force: bool = False) -> TrainResult:
     from cheaptune.train.chat import prepare_chat
     from cheaptune.train.methods import build_model, resolve_precision
     from cheaptune.train.preemption import PreemptionCallback, PreemptionFlag
+    from cheaptune.train.probe import ProbeCallback, fresh_peak
     from cheaptune.train.trainer import build_trainer
 
     prec = resolve_precision(cfg)
@@ -110,6 +113,8 @@ def train(cfg: TrainConfig, force: bool = False) -> TrainResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     root.mkdir(parents=True, exist_ok=True)
     resume_from = rs.choose(cfg.resume, root)
+    if resume_from is not None:  # the settings an out-of-memory fallback found, so the resumed run fits
+        cfg = cfg.model_copy(update=oom.load_settings(root))
 
     train_ds, eval_ds, fmt = load_data(cfg)
     set_seed(cfg.seed)
@@ -121,18 +126,21 @@ def train(cfg: TrainConfig, force: bool = False) -> TrainResult:
 
     flag = PreemptionFlag()
     preempt = PreemptionCallback(flag)
-    callbacks: list[Any] = [preempt]
+    first: list[Any] = [preempt, *callbacks]
     if cfg.save_minutes:
-        callbacks.append(TimedSaveCallback(cfg.save_minutes))
-    trainer = build_trainer(cfg, prec, model, tokenizer, train_ds, eval_ds, fmt, callbacks)
+        first.append(TimedSaveCallback(cfg.save_minutes))
+    trainer = build_trainer(cfg, prec, model, tokenizer, train_ds, eval_ds, fmt, first)
     main = trainer.is_world_process_zero()
     if main:
         ck.clear_staging(root)  # what a killed save left; other ranks must not race the main one here
         if resume_from is not None:
             print(f"resuming from {resume_from}", flush=True)
     run = guardrails.open_run(cfg, resuming=resume_from is not None) if main else None
-    guard = GuardCallback(guardrails.guard_settings(cfg), run)
+    guard = GuardCallback(guardrails.guard_settings(cfg, force=force, reproject_after_steps=max(cfg.probe_steps, 2),
+                                                    checkpoint_s=guardrails.checkpoint_seconds(model)), run)
     if main:
+        trainer.add_callback(ProbeCallback(cfg.probe_steps, cfg.predicted_peak_bytes or fresh_peak(cfg),
+                                           cfg.predicted_tokens_per_s, run, lambda: guard.starvation.wait_fraction))
         trainer.add_callback(ProgressCallback(out_dir / "train_log.jsonl"))
         trainer.add_callback(_CostLine(guard))
         trainer.add_callback(guardrails.RegistryCallback(run))
@@ -143,8 +151,18 @@ def train(cfg: TrainConfig, force: bool = False) -> TrainResult:
     poller = _spot_poller(cfg, flag)
     start = time.monotonic()
     tokens0 = 0
+
+    def rebuild(new_cfg: TrainConfig, old: Any) -> Any:
+        """The same model, data and callbacks under the settings an out-of-memory fallback chose."""
+        new = build_trainer(new_cfg, prec, old.model, tokenizer, train_ds, eval_ds, fmt, [])
+        new.callback_handler.callbacks = old.callback_handler.callbacks
+        return new
+
     try:
-        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        trainer, cfg = oom.train_with_fallbacks(trainer, cfg, resume_from, rebuild, run)
+    except OutOfMemory as err:
+        finish("failed", stop_reason="oom", steps=getattr(err, "step", None))
+        raise
     except BaseException:
         finish("failed", steps=trainer.state.global_step)
         raise
