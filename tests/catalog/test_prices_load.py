@@ -22,7 +22,7 @@ def no_sky(monkeypatch, tmp_path):
 
 
 def test_sources_are_discovered_in_priority_order():
-    assert [s.name for s in all_sources()] == ["bundled", "skypilot", "user-csv"]
+    assert [s.name for s in all_sources()] == ["bundled", "live-cache", "skypilot", "user-csv"]
 
 
 def test_bundled_only(no_sky):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-prices_app = typer.Typer(help="GPU offers (price per hour) from the bundled snapshot, SkyPilot and your CSV.")
+prices_app = typer.Typer(help="GPU offers (price per hour) from the bundled snapshot, the live cache, SkyPilot and your CSV.")
 
 
 def _offer_dict(o) -> dict:
@@ -95,6 +95,29 @@ def import_skypilot(
     for cloud, r in report.items():
         reasons = ", ".join(f"{n} {why}" for why, n in sorted(r["dropped"].items())) or "none"
         typer.echo(f"  {cloud}: kept {r['kept']} offers; dropped rows: {reasons}")
+
+
+@prices_app.command("refresh")
+def refresh(json_out: bool = typer.Option(False, "--json", help="Print JSON instead of text.")) -> None:
+    """Fetch current offers through gpuhunt into a dated cache that `plan` then prefers (needs `.[live]`)."""
+    from cheaptune.catalog.live import refresh as fetch_and_cache
+    from cheaptune.catalog.sources.live_cache import cache_dir
+
+    meta, results = fetch_and_cache()
+    if json_out:
+        from cheaptune.cli.output import emit_json
+
+        emit_json({"cache": str(cache_dir()), **meta})
+        return
+    typer.echo(f"price cache {cache_dir()} written {meta['fetched_at']}")
+    for provider, r in sorted(results.items()):
+        if r.error:
+            before = meta["providers"][provider].get("fetched_at")
+            kept = f"previous rows kept (fetched {before})" if before else "no previous rows"
+            typer.echo(f"  {provider}: FAILED ({r.error}); {kept}")
+            continue
+        reasons = ", ".join(f"{n} {why}" for why, n in sorted(r.dropped.items())) or "none"
+        typer.echo(f"  {provider}: {len(r.offers)} offers; dropped rows: {reasons}")
 
 
 def register(app: typer.Typer) -> None:

@@ -15,7 +15,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
-PESSIMISTIC_RATE_FACTOR = 2.0  # the pessimistic bound doubles the interruption rate
+PESSIMISTIC_RATE_FACTOR = 2.0  # a rate without a stated range: the pessimistic bound doubles it
 
 
 def young_daly_interval(checkpoint_s: float, mtbf_s: float) -> float:
@@ -57,14 +57,17 @@ class SpotEstimate:
         return asdict(self)
 
 
-def spot_overhead(work_s: float, rate_per_hour: float, checkpoint_s: float, restart_s: float) -> SpotEstimate:
-    """Extra seconds (checkpoints + lost work + restarts) for a spot run, expected and pessimistic (2x rate)."""
+def spot_overhead(work_s: float, rate_per_hour: float, checkpoint_s: float, restart_s: float,
+                  high_rate_per_hour: float | None = None) -> SpotEstimate:
+    """Extra seconds (checkpoints + lost work + restarts) for a spot run, expected and pessimistic (at
+    `high_rate_per_hour`, the top of the rate's published range; 2x the rate when none is given)."""
     rate = rate_per_hour / 3600.0
-    if rate <= 0 or work_s <= 0:
+    high = (rate * PESSIMISTIC_RATE_FACTOR if high_rate_per_hour is None else max(high_rate_per_hour / 3600.0, rate))
+    if high <= 0 or work_s <= 0:
         return SpotEstimate(work_s, checkpoint_s, restart_s, rate_per_hour, 0.0, 0.0, 0.0)
-    tau = min(young_daly_interval(checkpoint_s, 1.0 / rate), work_s)
+    tau = min(young_daly_interval(checkpoint_s, 1.0 / (rate if rate > 0 else high)), work_s)
     expected = expected_wall_s(work_s, rate, tau, checkpoint_s, restart_s) - work_s
-    worse = expected_wall_s(work_s, rate * PESSIMISTIC_RATE_FACTOR, tau, checkpoint_s, restart_s) - work_s
+    worse = expected_wall_s(work_s, high, tau, checkpoint_s, restart_s) - work_s
     return SpotEstimate(tau, checkpoint_s, restart_s, rate_per_hour, expected, worse, rate * (work_s + expected))
 
 

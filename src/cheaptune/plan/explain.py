@@ -111,3 +111,16 @@ def _more_gpus_tip(excluded: list[Exclusion], c: Constraints, gain: str) -> str:
     if c.max_gpus < 16:
         return f"use several nodes (--max-gpus 16 or more): {gain}"
     return f"use more nodes (--max-gpus {2 * c.max_gpus}): {gain}"
+
+
+def high_end(ranked: list[Option], objective: str) -> str:
+    """How the recommendation changes when every spot offer is interrupted at the top of its rate's range."""
+    if objective != "cost" or not any(o.spot for o in ranked):
+        return ""
+    best = ranked[0]
+    top = min(ranked, key=lambda o: (o.pessimistic_total, o.hours))
+    if top is best or top.pessimistic_total >= best.pessimistic_total:
+        tail = f" (${best.pessimistic_total:.2f} for the recommendation)" if best.spot else ""
+        return f"at the high end of every spot interruption range the recommendation holds{tail}"
+    return (f"at the high end of every spot interruption range {best.label()} costs ${best.pessimistic_total:.2f} "
+            f"and {top.label()} becomes the cheapest at ${top.pessimistic_total:.2f}")

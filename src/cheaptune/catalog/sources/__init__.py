@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 if TYPE_CHECKING:
     from cheaptune.catalog.prices import Offer
 
+# replace_providers: a source's providers replace earlier rows unless those are newer (dates per provider)
 Mode = Literal["base", "replace_providers", "override_rows"]
 
 
@@ -44,9 +45,16 @@ def merge(current: list[Offer], new: list[Offer], mode: Mode) -> list[Offer]:
     """Combine a source's offers with those before it (see Mode)."""
     if mode == "base":
         return list(new)
-    if mode == "replace_providers":
-        replaced = {o.provider for o in new}
-        return [o for o in current if o.provider not in replaced] + list(new)
+    if mode == "replace_providers":  # the newest source per provider wins (a tie goes to the later source)
+        def newest(offers: list[Offer]) -> dict[str, str]:
+            out: dict[str, str] = {}
+            for o in offers:
+                out[o.provider] = max(out.get(o.provider, ""), o.date)
+            return out
+
+        before, after = newest(current), newest(new)
+        replaced = {p for p, d in after.items() if d >= before.get(p, "")}
+        return [o for o in current if o.provider not in replaced] + [o for o in new if o.provider in replaced]
     by_key = {o.key: o for o in current}
     by_key.update({o.key: o for o in new})
     return list(by_key.values())

@@ -1,0 +1,93 @@
+"""Spot interruption rates: one stated method for every provider (data/interruption.yaml).
+
+A published band of interrupted instances over a period becomes hourly rates by -ln(1 - p) / hours;
+the band's edges are the low/high range and the planner prices with their midpoint. A rate written on
+a price row (a user's own measurement) overrides the table; a single figure has no range, so its high
+end is PESSIMISTIC_RATE_FACTOR times it (the spot estimator's rule without a stated range).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, model_validator
+
+from cheaptune.catalog import DATA_DIR, file_version, load_rows
+from cheaptune.errors import BadInput
+from cheaptune.estimate.spot import PESSIMISTIC_RATE_FACTOR
+
+RATES_FILE = DATA_DIR / "interruption.yaml"
+
+
+class RateRow(BaseModel):
+    provider: str
+    family: str = ""
+    band: tuple[float, float] | None = Field(None, description="share interrupted over period_hours, low/high")
+    period_hours: float | None = Field(None, gt=0)
+    per_hour: tuple[float, float] | None = Field(None, description="rates per hour, low/high")
+    assumed: bool = False
+    source: str
+    retrieved: str
+
+    @model_validator(mode="after")
+    def _one_form(self) -> RateRow:
+        if (self.band is None) == (self.per_hour is None):
+            raise ValueError("give either band (with period_hours) or per_hour")
+        if self.band is not None and (self.period_hours is None or not 0 <= self.band[0] <= self.band[1] < 1):
+            raise ValueError("band needs period_hours and 0 <= low <= high < 1")
+        if self.per_hour is not None and not 0 <= self.per_hour[0] <= self.per_hour[1]:
+            raise ValueError("per_hour needs 0 <= low <= high")
+        return self
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Interruptions per hour of a running instance: the range and the value priced."""
+
+    low: float
+    expected: float
+    high: float
+    source: str
+    assumed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"low": self.low, "expected": self.expected, "high": self.high, "source": self.source,
+                "assumed": self.assumed}
+
+
+def _hourly(share: float, hours: float) -> float:
+    return -math.log1p(-share) / hours
+
+
+def _rate(row: RateRow) -> Rate:
+    if row.per_hour is not None:
+        low, high = row.per_hour
+    else:
+        low, high = (_hourly(p, row.period_hours or 1.0) for p in row.band or (0.0, 0.0))
+    return Rate(low, (low + high) / 2, high, f"{row.source} (retrieved {row.retrieved})", row.assumed)
+
+
+@functools.lru_cache(maxsize=4)
+def _table(path: Path, version: tuple[int, int]) -> tuple[tuple[RateRow, Rate], ...]:
+    rows = load_rows(path, "rates", RateRow, "provider", inherit=("retrieved",))
+    if not any(r.provider == "*" for r in rows):
+        raise BadInput(f"{path}: needs a catch-all entry with provider '*'; restore it from the package")
+    return tuple((r, _rate(r)) for r in rows)
+
+
+def rate_for(offer: Any, path: Path = RATES_FILE) -> Rate:
+    """The interruption rate range of a spot offer (provider, instance family), or the row's own rate."""
+    own = getattr(offer, "interruption_per_hour", None)
+    if own is not None:
+        value = float(own)
+        return Rate(value, value, value * PESSIMISTIC_RATE_FACTOR,
+                    f"the price row's own rate ({getattr(offer, 'source', 'user')})")
+    provider, instance = offer.provider.lower(), str(offer.instance_type or "")
+    for row, rate in _table(Path(path), file_version(path)):
+        if row.provider in (provider, "*") and instance.startswith(row.family):
+            return rate
+    raise AssertionError("unreachable: the table has a catch-all row")  # checked in _table

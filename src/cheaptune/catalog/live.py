@@ -1,0 +1,150 @@
+"""Current offers through gpuhunt (dstack's GPU offer catalog), mapped to our Offer rows.
+
+gpuhunt publishes one catalog per "offline" provider (AWS, Azure, GCP, Lambda, RunPod, OCI, ...) and
+queries marketplaces such as Vast.ai live ("online" providers). It carries prices, GPUs, regions and
+spot flags; billing unit, minimum, storage and egress are ours (the bundled snapshot's rows for the same
+provider, see sources/skypilot.provider_defaults), and spot interruption comes from interruption.yaml.
+Bad rows are dropped and counted by reason, never planned on.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from cheaptune.catalog.prices import Offer
+
+HTTP_TIMEOUT_S = 30.0  # gpuhunt's catalog download sets none; we bound every socket it opens
+PROVIDER_NAMES = {"lambdalabs": "lambda", "vastai": "vast"}  # gpuhunt's name -> ours (SkyPilot's)
+ONLINE = ("vastai",)  # marketplaces queried live; others need credentials gpuhunt reads from the env
+
+
+@dataclass
+class ProviderResult:
+    """What one provider gave: its offers, rows dropped by reason, or why it failed."""
+
+    offers: list[Offer] = field(default_factory=list)
+    dropped: Counter = field(default_factory=Counter)
+    error: str | None = None
+
+
+class _Collect(logging.Handler):
+    """gpuhunt logs (not raises) a provider that failed to load and a malformed row it skipped."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _reason(err: BaseException | None) -> str:
+    if err is None:
+        return "unknown error"
+    return f"{type(err).__name__}: {err}".strip().rstrip(":")
+
+
+def to_offers(items: Iterable[Any], provider: str, source: str, date: str, defaults: Any) -> ProviderResult:
+    """gpuhunt CatalogItems of one provider -> Offers, dropping bad rows with a counted reason."""
+    from cheaptune.catalog.gpus import normalize_gpu_name
+
+    out = ProviderResult()
+    seen: set[tuple] = set()
+    for item in items:
+        price = float(item.price) if item.price is not None else math.nan
+        if not item.gpu_count or not item.gpu_name:
+            out.dropped["no GPU"] += 1
+            continue
+        if not math.isfinite(price) or price <= 0:
+            out.dropped["zero, negative or missing price"] += 1
+            continue
+        gpu = normalize_gpu_name(item.gpu_name, item.gpu_memory)
+        if gpu is None:
+            out.dropped["unknown GPU"] += 1
+            continue
+        kind = "spot" if item.spot else "on-demand"
+        key = (kind, gpu, item.gpu_count, item.location, item.instance_name)
+        if key in seen:
+            out.dropped["duplicate row"] += 1
+            continue
+        seen.add(key)
+        facts = defaults(provider, kind, gpu)
+        out.offers.append(Offer(provider=provider, kind=kind, gpu=gpu, gpu_count=int(item.gpu_count),
+                                instance_type=item.instance_name, region=item.location or "any",
+                                price_per_hour=price, source=source, date=date, **facts))
+    return out
+
+
+def fetch(date: str, online: Iterable[str] = ONLINE) -> dict[str, ProviderResult]:
+    """Every gpuhunt provider we can reach: {our provider name: result}; failures say why."""
+    import gpuhunt
+
+    from cheaptune.catalog.sources.bundled import bundled_offers
+    from cheaptune.catalog.sources.skypilot import provider_defaults
+
+    defaults = provider_defaults(bundled_offers())
+    collect = _Collect()
+    log = logging.getLogger("gpuhunt")
+    log.addHandler(collect)
+    old_timeout = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(HTTP_TIMEOUT_S)
+    results: dict[str, ProviderResult] = {}
+    try:
+        catalog = gpuhunt.Catalog(balance_resources=False, auto_reload=False)
+        try:
+            catalog.load()
+        except gpuhunt.GPUHuntError:
+            pass  # every offline provider failed: each is reported from the log below
+        for name in online:
+            catalog.add_provider(_online_provider(name))
+        for name in list(catalog.catalog) + list(online):
+            ours = PROVIDER_NAMES.get(name, name)
+            try:
+                items = catalog.query(provider=name)
+            except Exception as err:  # noqa: BLE001 - a provider's failure is reported, not fatal
+                results[ours] = ProviderResult(error=_reason(err))
+                continue
+            version = getattr(catalog.catalog.get(name), "version", "live")
+            results[ours] = to_offers(items, ours, f"gpuhunt {name} catalog {version}", date, defaults)
+        for record in collect.records:
+            if not record.args or not isinstance(record.msg, str):
+                continue
+            ours = PROVIDER_NAMES.get(str(record.args[0]), str(record.args[0]))
+            if record.msg.startswith("Skipping malformed row") and ours in results:
+                results[ours].dropped["malformed row (truncated file?)"] += 1
+            elif record.msg.startswith("Failed to load"):
+                err = record.exc_info[1] if record.exc_info else None
+                results.setdefault(ours, ProviderResult(error=_reason(err)))
+    finally:
+        socket.setdefaulttimeout(old_timeout)
+        log.removeHandler(collect)
+    return results
+
+
+def _online_provider(name: str) -> Any:
+    if name != "vastai":
+        raise ValueError(f"no online provider {name!r}; known: {', '.join(ONLINE)}")
+    from gpuhunt.providers.vastai import VastAIProvider
+
+    return VastAIProvider()
+
+
+def refresh(fetched_at: datetime | None = None) -> tuple[dict[str, Any], dict[str, ProviderResult]]:
+    """Fetch every provider and write the dated cache; (meta, results). See sources/live_cache.py."""
+    from cheaptune.catalog.sources.live_cache import write_cache
+    from cheaptune.errors import BadInput
+
+    try:
+        import gpuhunt  # noqa: F401
+    except ImportError:
+        raise BadInput("live prices need gpuhunt: pip install 'cheaptune[live]' (or use --prices bundled)") from None
+    now = fetched_at or datetime.now(timezone.utc)
+    results = fetch(now.date().isoformat())
+    return write_cache(results, now.isoformat(timespec="seconds")), results
