@@ -1,0 +1,67 @@
+"""Trainer profiles: every setting cited, and each quirk really simulated (it moves the peak)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from cheaptune.errors import BadInput
+from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+from cheaptune.estimate.profiles import _profiles, get_profile, trainers
+
+STOCK = Path(__file__).parent / "data" / "axolotl_llama2_qlora.yml"  # axolotl v0.18.0 examples/llama-2/qlora.yml
+
+
+def test_every_profile_setting_names_its_source():
+    assert set(trainers()) == {"cheaptune", "hf", "axolotl", "llama-factory", "litgpt", "torchtune"}
+    for prof in _profiles().values():
+        for name in (f.name for f in dataclasses.fields(prof)):
+            if name in ("name", "about", "version", "sources"):
+                continue
+            if getattr(prof, name) != getattr(get_profile("cheaptune"), name):
+                assert prof.sources.get(name), f"{prof.name}.{name} has no source"
+    assert get_profile("LLaMA_Factory").name == "llama-factory"
+    with pytest.raises(BadInput, match="not one of"):
+        get_profile("nemo")
+
+
+def _peak(cfg, **kw) -> dict:
+    base = dict(model=cfg.to_dict(), method="qlora", micro_batch=2, seq_len=128, lora_targets="qv")
+    est = estimate_memory(EstimateRequest(**{**base, **kw}))
+    return {"peak": est.peak_allocated_bytes, **est.breakdown, "inputs": est.inputs}
+
+
+def test_profile_quirks_change_the_simulated_peak(tiny_cfg):
+    ours, hf = _peak(tiny_cfg), _peak(tiny_cfg, trainer="hf")
+    # peft's prepare_model_for_kbit_training: embeddings and norms in fp32 (the tiny model is mostly embeddings)
+    assert hf["weights"] > 1.5 * ours["weights"] and hf["inputs"]["loss"] == "hf"
+    old_bnb, new_bnb = _peak(tiny_cfg, trainer="litgpt", bnb_keeps_input=True), _peak(tiny_cfg, trainer="litgpt")
+    assert old_bnb["peak"] > new_bnb["peak"] and new_bnb["inputs"]["loss"] == "chunked"
+    dropped = _peak(tiny_cfg, trainer="litgpt", lora_dropout=0.3)
+    assert dropped["peak"] > _peak(tiny_cfg, trainer="litgpt", lora_dropout=0.0)["peak"]
+    lf = _peak(tiny_cfg, trainer="llama-factory")
+    assert lf["trainable_weights"] == 2 * ours["trainable_weights"]  # fp32 QLoRA adapters vs bf16
+    assert _peak(tiny_cfg, trainer="torchtune", method="full")["inputs"]["precision"] == "bf16-true"
+    with pytest.raises(BadInput, match="dropout"):
+        _peak(tiny_cfg, lora_dropout=1.5)
+
+
+def test_cli_estimate_config_and_trainer(run_cli, tiny_cfg, tmp_path):
+    model = tmp_path / "config.json"
+    model.write_text(json.dumps(tiny_cfg.to_dict()))
+    cfg = tmp_path / "ax.yml"
+    cfg.write_text(STOCK.read_text().replace("NousResearch/Llama-2-7b-hf", str(model)))
+    code, out, err = run_cli("estimate", "--config", str(cfg), "--seq-len", "64", "--json")
+    assert code == 0, err
+    obj = json.loads(out)
+    assert obj["inputs"]["trainer"] == "axolotl" and "tokenizer_type" in obj["config"]["ignored"]
+    code, out, err = run_cli("estimate", "--config", str(cfg), "--seq-len", "64")
+    assert code == 0 and "ignored by the memory estimate" in out and out.count("tokenizer_type") == 1
+    code, _, err = run_cli("estimate", "--model", str(model), "--method", "lora")
+    assert code == 2 and "--micro-batch" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli("estimate", "--model", str(model), "--method", "lora", "--micro-batch", "1",
+                           "--seq-len", "32", "--trainer", "nemo")
+    assert code == 2 and "nemo" in err
