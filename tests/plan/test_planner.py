@@ -195,3 +195,16 @@ def test_a_board_without_bf16_is_fitted_at_the_precision_it_trains_at():
     t4, a100 = 16 * 1024**3, 80 * 1024**3
     assert by_mem[("full", t4)] == "fp16-mixed" and by_mem[("full", a100)] == "bf16-true"
     assert by_mem[("lora", t4)] == "fp16-mixed" and by_mem[("lora", a100)] == "bf16-mixed"
+
+
+def test_price_age_notes_and_a_warning_past_seven_days():
+    from datetime import date
+
+    from cheaptune.plan.price_age import price_age
+
+    r = plan()
+    notes, warnings = price_age(r.options, date(2026, 12, 1), has_cache=True)
+    assert notes[0].startswith("price ages: ") and "1 d (dated 2026-11-30)" in notes[0] and not warnings
+    notes, warnings = price_age(r.options, date(2026, 12, 9), has_cache=False)
+    assert [w.code for w in warnings] == ["stale-prices"] and "9 days old" in warnings[0].message
+    assert "prices refresh" in warnings[0].message and any("no live cache" in n for n in notes)

@@ -41,6 +41,8 @@ def plan_command(
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the plan as Markdown."),
     save: Path | None = typer.Option(None, "--save", help="Write the plan file for train/launch (YAML)."),
+    prices: str = typer.Option("cache", "--prices", help="bundled (the shipped snapshot), cache (newest source "
+                               "per provider, the default) or live (run `prices refresh` first)."),
 ) -> None:
     """Rank method x GPU x provider x spot by total cost (or time) and explain the choice."""
     from cheaptune.catalog.gpus import resolve_gpu
@@ -69,7 +71,7 @@ def plan_command(
     workload = sources.build_workload(spec, str(dataset) if dataset else None, _whole(tokens, "--tokens"),
                                       _whole(examples, "--examples"), avg_tokens, epochs, seq_len, effective_batch)
     shape = ModelShape.from_config(spec.config, spec.params)
-    gpu_list, offers = sources.load_catalog()
+    gpu_list, offers = sources.load_catalog(prices.lower())
     fit = sources.real_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch,
                            workload.effective_batch)
     multi_fit = sources.real_multi_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch)
@@ -81,6 +83,7 @@ def plan_command(
         if partial is not None:
             _show(partial, as_json, markdown, render)
         raise
+    _add_price_age(result, prices.lower())
     _show(result, as_json, markdown, render)
     if save is not None:
         data = str(Path(dataset).resolve()) if dataset else None
@@ -106,6 +109,18 @@ def _one_model(positional: str | None, option: str | None) -> str:
     if (positional is None) == (option is None):
         raise BadInput("give the model once: `cheaptune plan MODEL ...` or `cheaptune plan --model MODEL ...`")
     return positional or option  # type: ignore[return-value]
+
+
+def _add_price_age(result, prices: str) -> None:
+    """Each shown provider's price age in the notes; a warning past a week."""
+    from datetime import date
+
+    from cheaptune.catalog.sources.live_cache import read_meta
+    from cheaptune.plan.price_age import price_age
+
+    notes, warnings = price_age(result.options[: result.constraints.top], date.today(), read_meta() is not None, prices)
+    result.notes += notes
+    result.warnings += warnings
 
 
 def _show(result, as_json: bool, markdown: bool, render) -> None:

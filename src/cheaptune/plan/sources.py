@@ -107,11 +107,20 @@ def real_multi_fit(spec: Any, seq_len: int, headroom: float, lora_r: int, effect
     return fit
 
 
-def load_catalog() -> tuple[list[Any], list[Any]]:
+def load_catalog(prices: str = "cache") -> tuple[list[Any], list[Any]]:
+    """GPUs and offers; `prices` is plan --prices: bundled (the snapshot and the user CSV only), cache
+    (every source, the newest per provider) or live (refresh the cache through gpuhunt first)."""
     from cheaptune.catalog.gpus import list_gpus
     from cheaptune.catalog.prices import load_offers
+    from cheaptune.plan.price_age import CHOICES
 
-    return list_gpus(), load_offers()
+    if prices not in CHOICES:
+        raise BadInput(f"--prices must be one of {', '.join(CHOICES)}; got {prices!r}")
+    if prices == "live":
+        from cheaptune.catalog.live import refresh
+
+        refresh()
+    return list_gpus(), load_offers(("bundled", "user-csv") if prices == "bundled" else None)
 
 
 def build_workload(spec: Any, dataset: str | None, tokens: int | None, examples: int | None,
