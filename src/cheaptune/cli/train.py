@@ -64,6 +64,8 @@ def train(
     precision: str = typer.Option(None, "--precision", help="bf16-true | bf16-mixed | fp16-mixed | fp32 (default: per method)."),
     gpus: int = typer.Option(None, "--gpus", callback=bounded(1, 4096), help="GPUs on this machine (default: the plan's, else 1); > 1 relaunches under accelerate."),
     sharding: str = typer.Option(None, "--sharding", help="With --gpus > 1: ddp | fsdp | zero2 | zero3 (default: the plan's, else ddp)."),
+    report_to: str = typer.Option(None, "--report-to", help="tensorboard,wandb,mlflow or none (default: tensorboard when installed)."),
+    eval_after: bool = typer.Option(None, "--eval-after/--no-eval-after", help="Score tuned vs base on held-out data at the end."),
     on_finish: str = typer.Option(None, "--on-finish", help="After the run: nothing | stop | terminate."),
     dry_run_shutdown: bool = typer.Option(None, "--dry-run-shutdown", help="Print the on-finish command only."),
     probe_steps: int = typer.Option(None, "--probe-steps", help="Optimizer steps measured at the start (default 3; 0: none)."),
@@ -107,7 +109,8 @@ def train(
         "budget_usd": budget_usd, "price_per_hour": price_per_hour, "max_hours": max_hours,
         "spot_notice": spot_notice, "device": device, "on_finish": on_finish,
         "dry_run_shutdown": dry_run_shutdown, "precision": precision, "probe_steps": probe_steps,
-        "allow_optimizer_change": allow_optimizer_change,
+        "allow_optimizer_change": allow_optimizer_change, "report_to": report_to,
+        "eval_after": eval_after,
         # the meter's price stays per instance; the GPU count is what the registry records
         "gpu_count": world if world > 1 else None,
     }

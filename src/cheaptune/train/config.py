@@ -77,6 +77,10 @@ class TrainConfig(BaseModel):
     seed: int = 42
     resume: str = Field("auto", description="auto | never | path to a checkpoint-N folder")
     merge: bool = False
+    report_to: list[str] | str | None = Field(None, description="tensorboard | wandb | mlflow | none (several "
+                                              "allowed); default: tensorboard when installed, else none")
+    eval_after: bool = Field(False, description="score the tuned model against its base after training")
+    eval_data: str | None = Field(None, description="held-out file for eval_after (default: the validation split)")
     sample_prompts: list[str] = Field(default_factory=list)
     sample_max_new_tokens: int = Field(32, ge=1)
     skip_bad_rows: bool = False

@@ -16,6 +16,7 @@ from cheaptune.train import checkpoints as ck
 from cheaptune.train import guardrails, oom, outputs
 from cheaptune.train import resume as rs
 from cheaptune.train.config import TrainConfig
+from cheaptune.train.tracking import resolve_report_to
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ def _check(cfg: TrainConfig) -> None:
     if not cfg.datasets:
         raise BadInput("no dataset: set datasets: [{path: ...}] in the config or pass --data")
     outputs.check_merge(cfg)
+    resolve_report_to(cfg.report_to)  # an unknown or missing tracker fails before any model loads
 
 
 def load_data(cfg: TrainConfig) -> tuple[Any, Any, str]:
@@ -106,6 +108,7 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
     from cheaptune.train.methods import build_model, resolve_precision
     from cheaptune.train.preemption import PreemptionCallback, PreemptionFlag
     from cheaptune.train.probe import ProbeCallback, fresh_peak
+    from cheaptune.train.tracking import MetricsCallback
     from cheaptune.train.trainer import build_trainer
 
     prec = resolve_precision(cfg)
@@ -145,6 +148,7 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
         trainer.add_callback(_CostLine(guard))
         trainer.add_callback(guardrails.RegistryCallback(run))
     trainer.add_callback(distributed.sync_stop_callback())  # last: sees every other callback's decision
+    trainer.callback_handler.callbacks.insert(0, MetricsCallback(cfg.predicted_peak_bytes))  # before report_to
     attach(trainer, guard)
     finish = _Finisher(cfg, run)
     flag.install()

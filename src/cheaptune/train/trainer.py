@@ -21,6 +21,7 @@ from cheaptune.train import checkpoints as ck
 from cheaptune.train.config import TrainConfig
 from cheaptune.train.distributed import save_checkpoint_all_ranks
 from cheaptune.train.methods import Precision
+from cheaptune.train.tracking import resolve_report_to
 
 # Test hooks for the kill tests. SAVE: "STEP:abort" SIGKILLs this process inside the save of
 # checkpoint STEP, after the files are in staging and before the rename; "STEP:sleep" pauses there 60 s.
@@ -113,7 +114,8 @@ def sft_config(cfg: TrainConfig, prec: Precision, fmt: str, has_eval: bool) -> S
         eval_strategy="steps" if eval_on else "no",
         eval_steps=cfg.eval_steps,
         logging_steps=cfg.logging_steps,
-        report_to="none",
+        report_to=resolve_report_to(cfg.report_to) or "none",
+        run_name=Path(cfg.output_dir).resolve().name,
         disable_tqdm=True,  # cheaptune.train.progress prints step, loss, tokens/s and ETA
         include_num_input_tokens_seen="all",
         max_length=cfg.sequence_len,
