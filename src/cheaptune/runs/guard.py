@@ -302,7 +302,7 @@ class GuardCallback(TrainerCallback):
         total_fit = self._step + fit
         text = (f"at the measured {pace:.3g} s/step the {remaining} remaining steps take {eta / 3600:.2f} h, "
                 f"projecting {usd(projected)} against the {usd(budget)} budget ({usd(self.cost_usd or 0.0)} spent). "
-                f"What fits: --max-steps {total_fit} ({total_fit / max(self._max_steps, 1):.1%} of the planned "
+                f"What fits: --max-steps {total_fit} ({100 * total_fit / max(self._max_steps, 1):.2g}% of the planned "
                 "steps; fewer epochs in proportion), shorter sequences (--seq-len)")
         left = projected - (self.cost_usd or 0.0)
         if left > 0 and budget > (self.cost_usd or 0.0):
