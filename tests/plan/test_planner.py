@@ -208,3 +208,20 @@ def test_price_age_notes_and_a_warning_past_seven_days():
     notes, warnings = price_age(r.options, date(2026, 12, 9), has_cache=False)
     assert [w.code for w in warnings] == ["stale-prices"] and "9 days old" in warnings[0].message
     assert "prices refresh" in warnings[0].message and any("no live cache" in n for n in notes)
+
+
+def test_when_the_budget_alone_rules_everything_out_it_says_so_with_the_cheapest_cost():
+    cheapest = plan().recommended
+    with pytest.raises(Infeasible) as err:
+        plan(Constraints(budget_usd=0.01))
+    msg = str(err.value)
+    assert "the budget alone rules out every option" in msg and f"${cheapest.total:.2f}" in msg
+    advice = err.value.result.advice
+    assert advice[0].startswith("raise the budget") and not any("shorter sequences" in a for a in advice)
+
+
+def test_an_implausible_plan_is_warned_about():
+    assert not any(f.code == "implausible-plan" for f in plan().warnings)
+    huge = Workload(tokens=10**13, epochs=1, seq_len=2048, effective_batch=16)
+    found = [f for f in plan(w=huge).warnings if f.code == "implausible-plan"]
+    assert found and "years" in found[0].message and "--tokens" in found[0].message

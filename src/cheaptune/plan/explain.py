@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cheaptune.plan.candidates import Exclusion, gib
+from cheaptune.plan.doctor import Finding
 from cheaptune.plan.pricing import Option
 from cheaptune.plan.workload import Constraints, Workload
 
@@ -76,7 +77,7 @@ def _more_gpus(method: str, ranked: list[Option], best: Option, objective: str, 
 
 def feasibility_advice(excluded: list[Exclusion], c: Constraints, w: Workload, biggest_gpu: str | None) -> list[str]:
     """What would make an infeasible request feasible, most useful first."""
-    kinds = {e.kind for e in excluded}
+    kinds = {"budget"} if budget_only(excluded, c) else {e.kind for e in excluded}  # memory tips would not help
     tips: list[str] = []
     if "memory" in kinds:
         if "qlora" not in c.methods:
@@ -124,3 +125,32 @@ def high_end(ranked: list[Option], objective: str) -> str:
         return f"at the high end of every spot interruption range the recommendation holds{tail}"
     return (f"at the high end of every spot interruption range {best.label()} costs ${best.pessimistic_total:.2f} "
             f"and {top.label()} becomes the cheapest at ${top.pessimistic_total:.2f}")
+
+
+# Past these a plan is almost surely not what the user meant (a typo in --tokens, the wrong model).
+SANE_HOURS = 24 * 30  # a month of wall time
+SANE_USD = 50_000.0
+
+
+def budget_only(excluded: list[Exclusion], c: Constraints) -> str:
+    """When the budget alone rules everything out (options were priced, none fits it), say so plainly."""
+    over = [e for e in excluded if e.kind == "budget"]
+    if not over or any(e.kind == "deadline" for e in excluded):
+        return ""
+    cheapest = min(over, key=lambda e: e.option.get("total", float("inf")))
+    o = cheapest.option
+    where = f"{o['method']} on {o['gpu']} x{o.get('gpu_count', 1)} at {o['provider']}" + (" (spot)" if o.get("spot") else "")
+    return (f"the budget alone rules out every option: the cheapest, {where}, costs ${o['total']:.2f} "
+            f"against --budget {c.budget_usd:g}")
+
+
+def sanity(best: Option, ranked: list[Option]) -> list[Finding]:
+    """A warning when the recommended plan runs for more than a month or costs more than SANE_USD."""
+    if best.hours <= SANE_HOURS and best.total <= SANE_USD:
+        return []
+    fastest = min(ranked, key=lambda o: o.hours)
+    faster = "" if fastest is best else f"; the fastest option, {fastest.label()}, takes {fastest.hours / 24:,.1f} days"
+    years = f" ({best.hours / 24 / 365:,.1f} years)" if best.hours > 24 * 365 else ""
+    return [Finding("implausible-plan", f"the recommendation runs {best.hours / 24:,.1f} days{years} and costs "
+                    f"${best.total:,.0f}: check --tokens/--epochs and the model; for a job this size allow more GPUs "
+                    f"(--max-gpus) or use --objective time{faster}")]

@@ -96,7 +96,7 @@ def make_plan(
     if not ranked:
         biggest = max(gpus, key=lambda g: g.memory_bytes).name if gpus else None
         result.advice = explain.feasibility_advice(excluded, c, w, biggest)
-        reasons = "; ".join(e.reason for e in excluded[-3:]) or "no offers match the filters"
+        reasons = explain.budget_only(excluded, c) or "; ".join(e.reason for e in excluded[-3:]) or "no offers match the filters"
         err = Infeasible(f"no feasible option ({reasons}). To make it feasible: " + "; ".join(result.advice))
         err.result = result  # the CLI prints exclusions and advice from it
         raise err
@@ -105,7 +105,7 @@ def make_plan(
     result.why_not = explain.why_not(ranked, excluded, c.objective, c.max_gpus)
     result.high_end = explain.high_end(ranked, c.objective)
     facts = _facts(best, ranked, w, c, context_length, offers, shape, consts, fit)
-    result.warnings = run_checks(facts)
+    result.warnings = run_checks(facts) + explain.sanity(best, ranked)
     return result
 
 
