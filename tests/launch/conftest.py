@@ -9,12 +9,15 @@ import pytest
 from cheaptune.launch.backend import LaunchResult, SkyBackend
 from cheaptune.plan.planfile import CostBreakdown, Offer, PlanFile, Prediction, TrainSettings, save
 
+DEMO_DATA = str(Path(__file__).resolve().parents[2] / "examples" / "demo" / "train.jsonl")
+
 
 def make_plan(offer: Offer, alternatives: list[Offer] | None = None, *, method: str = "lora",
-              dataset: str | None = None, budget: float | None = 20.0, total: float = 5.0) -> PlanFile:
+              dataset: str | None = DEMO_DATA, budget: float | None = 20.0, total: float = 5.0) -> PlanFile:
     return PlanFile(
         created="2026-12-01T00:00:00Z", cheaptune_version="0.1.0", model="HuggingFaceTB/SmolLM2-135M",
-        dataset=dataset, train=TrainSettings(method=method), offer=offer,
+        dataset=dataset,
+        train=TrainSettings(method=method, precision="bf16-true" if method in ("full", "qlora") else "bf16-mixed"), offer=offer,
         prediction=Prediction(peak_vram_bytes=8 * 2**30, gpu_memory_bytes=24 * 2**30, tokens=10_000_000,
                               tokens_per_s=5000.0, hours=0.6, cost=CostBreakdown(compute=total, total=total)),
         budget_usd=budget, alternatives=alternatives or [],

@@ -109,7 +109,7 @@ def test_real_launch_without_cloud_exits_2_with_one_line(plan_file, tmp_path):
     env = {**os.environ, "SKYPILOT_DISABLE_LOCAL_API_SERVER": "1", "CHEAPTUNE_HOME": str(tmp_path / "home"),
            "HOME": str(tmp_path)}
     env.pop("SKYPILOT_API_SERVER_ENDPOINT", None)
-    proc = subprocess.run([sys.executable, "-m", "cheaptune", "launch", str(plan_file)], env=env,
+    proc = subprocess.run([sys.executable, "-m", "cheaptune", "launch", str(plan_file), "--install", "cheaptune"], env=env,
                           capture_output=True, text=True, timeout=120)
     lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
     assert proc.returncode == 2, proc.stderr

@@ -106,7 +106,10 @@ def test_dataset_uploaded_and_plan_rewritten(tmp_path, recorder):
 def test_qlora_installs_bitsandbytes_extra(tmp_path, recorder):
     prep = launcher.prepare(make_plan(offer("aws", "A10G", 1.0), method="qlora"), LaunchOptions(), recorder,
                             tmp_path / "t.yaml")
-    assert "cheaptune[qlora]==" in prep.task["setup"] and "torch.cuda.is_available" in prep.task["setup"]
+    setup = prep.task["setup"]
+    assert ".whl[qlora]'" in setup and "torch.cuda.is_available" in setup  # this checkout's wheel, with bitsandbytes
+    wheel = next(dst for dst in prep.task["file_mounts"] if dst.startswith("/cheaptune/pkg/"))
+    assert wheel.endswith(".whl") and f"pip install '{wheel}[qlora]'" in setup
 
 
 def test_disk_grows_with_full_finetune_checkpoints():

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import yaml
 
+from cheaptune.launch import verify
 from cheaptune.launch.backend import Backend, LaunchResult
 from cheaptune.launch.options import LaunchOptions
 from cheaptune.launch.stage import stage, write_staging
-from cheaptune.launch.task import Selection, build_task, task_name
+from cheaptune.launch.task import Selection, build_task, offer_prices, select_offers, task_name
+from cheaptune.launch.verify import Checked
 from cheaptune.plan.planfile import Offer, PlanFile
 from cheaptune.util import atomic
 from cheaptune.util.paths import home
@@ -29,6 +31,7 @@ class Prepared:
     selection: Selection
     yaml_path: Path
     staging_dir: Path
+    checked: Checked
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -47,18 +50,23 @@ def dump_yaml(task: dict) -> str:
     return yaml.dump(task, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False)
 
 
-def prepare(plan: PlanFile, opts: LaunchOptions, backend: Backend, out: str | Path | None = None) -> Prepared:
-    """Write the staging folder and the task YAML, validated by SkyPilot before it replaces `out`."""
+def prepare(plan: PlanFile, opts: LaunchOptions, backend: Backend, out: str | Path | None = None,
+            env: Mapping[str, str] | None = None) -> Prepared:
+    """Stage the files and write the task YAML, after checking what will run: the plan against its
+    estimate, the remote plan and config through train's validation, the YAML through SkyPilot's."""
     opts.check()
     name = task_name(plan, opts)
     yaml_path = Path(out) if out else home() / "launch" / name / "task.yaml"
     staging_dir = yaml_path.parent / f"{yaml_path.stem}.files"
+    sel = select_offers(plan, opts.margin)
+    verify.check_plan(plan, sel.offers)
     staged = stage(plan, opts)
-    write_staging(staged, staging_dir)
+    price = max(offer_prices(sel.offers).values())  # what the run line's meter uses when the cloud is unknown
+    write_staging(staged, staging_dir, check=lambda tmp: verify.check_run(tmp, opts, price))
     task, sel = build_task(plan, staged, str(staging_dir.resolve()), opts)
     text = dump_yaml(task)
     atomic.write_text(yaml_path, text, check=backend.validate)  # SkyPilot validates before it replaces `out`
-    return Prepared(plan, task, sel, yaml_path, staging_dir)
+    return Prepared(plan, task, sel, yaml_path, staging_dir, verify.check_secrets(opts, env))
 
 
 def describe(offer: Offer) -> str:
@@ -71,10 +79,10 @@ def launch(
     env: Mapping[str, str] | None = None,
 ) -> dict:
     """Launch through the backend and record the run; returns what was launched, for printing."""
-    prep = prepare(plan, opts, backend, out)
     env = os.environ if env is None else env
-    secrets = {k: env[k] for k in opts.secrets if env.get(k)}
-    unset = [k for k in opts.secrets if k not in secrets]
+    prep = prepare(plan, opts, backend, out, env)
+    secrets = {k: env[k] for k in prep.checked.secrets_set}
+    unset = prep.checked.secrets_unset
     task = dict(prep.task)
     if "secrets" in task:
         # A name with no value would be looked up in a secrets manager at launch; leave unset ones out.

@@ -9,13 +9,10 @@ from typing import Literal
 
 from cheaptune.errors import BadInput
 
-# Where things live on the rented machine. The checkpoint folder is a bucket mount, so a managed job
-# that SkyPilot relaunches after a preemption finds the last checkpoint at the same path.
+# Where things live on the rented machine (job files, data, model, package under one root). The
+# checkpoint folder is a bucket mount, so a managed job that SkyPilot relaunches after a preemption
+# finds the last checkpoint at the same path.
 REMOTE_ROOT = "/cheaptune"
-REMOTE_JOB = f"{REMOTE_ROOT}/job"
-REMOTE_DATA = f"{REMOTE_ROOT}/data"
-REMOTE_MODEL = f"{REMOTE_ROOT}/model"
-REMOTE_PKG = f"{REMOTE_ROOT}/pkg"
 DEFAULT_CHECKPOINT_DIR = f"{REMOTE_ROOT}/checkpoints"
 
 # Secrets the trainer may need; only their NAMES go in the task, values come from our environment.
@@ -43,8 +40,28 @@ class LaunchOptions:
     idle_minutes: int = 10
     max_restarts_on_errors: int = 1
     install: str | None = None
+    index_url: str | None = None
+    remote_root: str = REMOTE_ROOT
     disk_gb: int | None = None
     max_hourly_cost: float | None = None
+
+    @property
+    def job_dir(self) -> str:
+        """The plan and train config as they run (rewritten to remote paths)."""
+        return f"{self.remote_root}/job"
+
+    @property
+    def data_dir(self) -> str:
+        return f"{self.remote_root}/data"
+
+    @property
+    def model_dir(self) -> str:
+        return f"{self.remote_root}/model"
+
+    @property
+    def pkg_dir(self) -> str:
+        """The cheaptune wheel the machine installs."""
+        return f"{self.remote_root}/pkg"
 
     def check(self) -> LaunchOptions:
         """Report a bad option as one line before anything is written."""
@@ -56,6 +73,10 @@ class LaunchOptions:
             raise BadInput(f"--margin {self.margin} must be between 0 and 1 (0.10 = within 10% of the best)")
         if not self.checkpoint_dir.startswith("/") or self.checkpoint_dir.rstrip("/") == "":
             raise BadInput(f"--checkpoint-dir {self.checkpoint_dir!r} must be an absolute path on the remote machine")
+        if not self.remote_root.startswith("/"):
+            raise BadInput(f"remote root {self.remote_root!r} must be an absolute path")
+        if self.index_url is not None and not self.index_url.startswith(("https://", "http://", "file://")):
+            raise BadInput(f"--index-url {self.index_url!r} must be a URL (https://...) of a package index")
         if self.bucket_mode not in BUCKET_MODES:
             raise BadInput(f"--bucket-mode {self.bucket_mode!r} must be one of {', '.join(BUCKET_MODES)}")
         if self.bucket and not (_BUCKET_NAME.match(self.bucket) or _URI.match(self.bucket)):

@@ -7,13 +7,15 @@ The plan and config name local files (dataset, model folder); on the rented mach
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from cheaptune.errors import BadInput, CheaptuneError
-from cheaptune.launch.options import REMOTE_DATA, REMOTE_MODEL, LaunchOptions
+from cheaptune.launch.options import LaunchOptions
 from cheaptune.plan.planfile import PlanFile
 from cheaptune.util import atomic
 
@@ -27,6 +29,8 @@ KEPT_CHECKPOINTS = 3  # the trainer's save_total_limit default (train.config)
 # fine-tuning; adapters are a small fraction of the weights, with their optimizer state.
 FULL_CKPT_BYTES_PER_PARAM = 14
 ADAPTER_CKPT_FRACTION = 0.05
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name, as the hub spells repo ids
+_MODEL_KEYS = ("base_model", "model_name_or_path", "model")  # train.config's names for the base model
 
 
 @dataclass
@@ -59,37 +63,80 @@ def _model_bytes(model: str) -> int | None:
         return None
 
 
+def remote_model(model: str) -> str | None:
+    """What `from_pretrained` gets on the machine: a hub id (an alias resolved to its id), or None
+    for a local folder (uploaded). A missing path, a lone file or an unknown name is an error now."""
+    local = Path(model).expanduser()
+    if local.is_dir():
+        return None
+    if local.exists():
+        raise BadInput(f"model {model} is a file; training needs the model folder (config.json + weights)")
+    if _HUB_ID.match(model):
+        from cheaptune.catalog.models import list_models
+
+        low = model.lower()
+        return next((s.id for s in list_models() if low == s.id.lower()), model)  # hub ids stay ids
+    from cheaptune.catalog.models import resolve_model
+
+    return resolve_model(model).id  # an alias -> its hub id; a missing path or unknown name -> BadInput
+
+
+def _dataset(path: str, what: str) -> Path:
+    local = Path(path).expanduser()
+    if not local.exists():
+        raise BadInput(f"{what} {path} not found (relative paths are read from {Path.cwd()}); "
+                       "give an existing file or folder")
+    return local.resolve()
+
+
+def _read_config(path: Path) -> dict:
+    from cheaptune.train.config import check_keys, read_yaml
+
+    config = read_yaml(path)
+    check_keys(config, f"train config {path}")
+    return config
+
+
 def stage(plan: PlanFile, opts: LaunchOptions) -> Staged:
-    """Rewrite local paths to remote ones and list the uploads; nothing is written here."""
+    """Rewrite every local path (model folder, datasets) to its remote path and list the uploads;
+    nothing is written here. What cannot be found is an error before anything is launched."""
     uploads: dict[str, str] = {}
     remote_plan = plan.model_copy(deep=True)
-    data_bytes = 0
-    if plan.dataset and Path(plan.dataset).expanduser().exists():
-        local = Path(plan.dataset).expanduser().resolve()
-        remote = f"{REMOTE_DATA}/{local.name}"
-        uploads[remote] = str(local)
-        remote_plan.dataset = remote
-        data_bytes += _size(local)
-    model_bytes = _model_bytes(plan.model)
-    if Path(plan.model).expanduser().is_dir():
-        uploads[REMOTE_MODEL] = str(Path(plan.model).expanduser().resolve())
-        remote_plan.model = REMOTE_MODEL
+    config = _read_config(Path(opts.config)) if opts.config is not None else {}
+    key = next((k for k in _MODEL_KEYS if config.get(k)), None)
+    model = str(config[key]) if key else plan.model
+    remote = remote_model(model)
+    if remote is None:
+        uploads[opts.model_dir] = str(Path(model).expanduser().resolve())
+        remote = opts.model_dir
+    remote_plan.model = remote
+    if key:
+        config[key] = remote
 
-    config: dict = {}
-    if opts.config is not None:
-        try:
-            config = yaml.safe_load(Path(opts.config).read_text()) or {}
-        except yaml.YAMLError as err:
-            raise BadInput(f"train config {opts.config} is not valid YAML: {err}") from None
-        if not isinstance(config, dict):
-            raise BadInput(f"train config {opts.config} must be a YAML mapping")
-        for i, entry in enumerate(config.get("datasets") or []):
-            path = Path(str(entry.get("path", ""))).expanduser() if isinstance(entry, dict) else None
-            if path is not None and path.exists():
-                remote = f"{REMOTE_DATA}/{i}-{path.name}"
-                uploads[remote] = str(path.resolve())
-                entry["path"] = remote
-                data_bytes += _size(path)
+    entries = config.get("datasets") or []
+    if not isinstance(entries, list):
+        raise BadInput(f"train config {opts.config}: datasets must be a list of {{path: ...}} entries")
+    if not entries and plan.dataset:
+        entries = [{"path": plan.dataset}]
+    if not entries:
+        raise BadInput("no dataset to train on (the plan was made from a token count): pass --dataset FILE, "
+                       "or --config with datasets: [{path: ...}]")
+    data_bytes, remote_data, by_local = 0, [], {}
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or "path" not in entry:
+            raise BadInput(f"train config {opts.config}: each datasets entry needs a path (got {entry!r})")
+        local = _dataset(str(entry["path"]), "dataset")
+        target = by_local.get(local)
+        if target is None:
+            target = f"{opts.data_dir}/{local.name}"
+            if target in uploads:  # two files of one name from different folders
+                target = f"{opts.data_dir}/{i}-{local.name}"
+            uploads[target], by_local[local] = str(local), target
+            data_bytes += _size(local)
+        remote_data.append({**entry, "path": target})
+    remote_plan.dataset = remote_data[0]["path"]
+    if config.get("datasets"):
+        config["datasets"] = remote_data
     # Managed jobs: the jobs controller tears the cluster down when the job ends, and a VM that shut
     # itself down would look like a preemption and be relaunched. Clusters shut down on finish
     # (autodown backs it up). The final adapter goes next to the checkpoints, into the bucket.
@@ -99,15 +146,19 @@ def stage(plan: PlanFile, opts: LaunchOptions) -> Staged:
         plan_text=yaml.safe_dump(remote_plan.model_dump(mode="json"), sort_keys=False),
         config_text=yaml.safe_dump(config, sort_keys=False),
         uploads=uploads,
-        model_bytes=model_bytes,
+        model_bytes=_model_bytes(model),
         data_bytes=data_bytes,
     )
 
 
-def write_staging(staged: Staged, folder: Path) -> None:
-    """Write the remote plan and config (atomically) into the folder SkyPilot uploads."""
-    atomic.write_text(folder / "plan.yaml", staged.plan_text)
-    atomic.write_text(folder / "config.yaml", staged.config_text)
+def write_staging(staged: Staged, folder: Path, check: Callable[[Path], None] | None = None) -> None:
+    """Write the remote plan and config into the folder SkyPilot uploads; `check(tmp_folder)` runs on
+    the complete files first, and if it raises the folder is left as it was."""
+    with atomic.atomic_dir(folder) as tmp:
+        (tmp / "plan.yaml").write_text(staged.plan_text)
+        (tmp / "config.yaml").write_text(staged.config_text)
+        if check is not None:
+            check(tmp)
 
 
 def disk_size_gb(plan: PlanFile, staged: Staged) -> int:

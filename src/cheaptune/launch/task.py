@@ -11,12 +11,10 @@ import hashlib
 import json
 import shlex
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import cheaptune
 from cheaptune.errors import Infeasible, Preempted
 from cheaptune.launch.names import require_cloud, sky_cloud, sky_gpu
-from cheaptune.launch.options import REMOTE_JOB, REMOTE_PKG, LaunchOptions
+from cheaptune.launch.options import LaunchOptions
 from cheaptune.launch.stage import Staged, disk_size_gb
 from cheaptune.plan.planfile import Offer, PlanFile
 
@@ -109,25 +107,31 @@ def _bucket_mount(opts: LaunchOptions, name: str) -> dict:
     return {key: bucket, "mode": opts.bucket_mode, "persistent": True}
 
 
+def extras(plan: PlanFile) -> tuple[str, ...]:
+    """The cheaptune extras the run needs on the machine (bitsandbytes for 4-bit bases and 8-bit optimizers)."""
+    if plan.train.method in QLORA_METHODS or plan.train.quant or "8bit" in plan.train.optimizer:
+        return ("qlora",)
+    return ()
+
+
 def _install_lines(plan: PlanFile, opts: LaunchOptions, uploads: dict[str, str]) -> list[str]:
-    extra = "[qlora]" if plan.train.method in QLORA_METHODS or plan.train.quant else ""
-    spec = opts.install or f"cheaptune{extra}=={cheaptune.__version__}"
-    if opts.install and not any(ch in opts.install for ch in "=<>[@") and _is_local(opts.install):
-        local = Path(opts.install).expanduser().resolve()
-        remote = f"{REMOTE_PKG}/{local.name}"
-        uploads[remote] = str(local)
-        spec = f"{remote}{extra}" if local.is_dir() else remote
+    from cheaptune.launch.package import package
+
+    pkg = package(extras(plan), opts.install)
+    spec = pkg.spec
+    if pkg.local is not None:
+        uploads[f"{opts.pkg_dir}/{pkg.local.name}"] = str(pkg.local)
+        spec = f"{opts.pkg_dir}/{pkg.spec}"
+    index = f"--index-url {shlex.quote(opts.index_url)} " if opts.index_url else ""
     return [
         "set -euo pipefail",
         "python3 -m pip install --upgrade pip",
-        # On Linux x86_64 the default torch wheel is the CUDA build; the check below fails early if not.
-        f"python3 -m pip install {shlex.quote(spec)}",
-        "python3 -c 'import torch; assert torch.cuda.is_available(), \"torch has no CUDA on this machine\"'",
+        # On Linux x86_64 the default torch wheel is the CUDA build; on a GPU machine, fail here (before
+        # the run is paid for) if torch cannot see the GPU.
+        f"python3 -m pip install {index}{shlex.quote(spec)}",
+        "if command -v nvidia-smi >/dev/null 2>&1; then "
+        "python3 -c 'import torch; assert torch.cuda.is_available(), \"torch has no CUDA on this machine\"'; fi",
     ]
-
-
-def _is_local(text: str) -> bool:
-    return Path(text).expanduser().exists()
 
 
 # Which cloud SkyPilot picked is only known on the machine: read it there, to price the meter (the
@@ -164,7 +168,7 @@ TORCHRUN = (
 
 
 def _run_lines(plan: PlanFile, opts: LaunchOptions, offers: list[Offer]) -> list[str]:
-    cmd = ["train", f"{REMOTE_JOB}/config.yaml", "--plan", f"{REMOTE_JOB}/plan.yaml", "--resume", "auto",
+    cmd = ["train", f"{opts.job_dir}/config.yaml", "--plan", f"{opts.job_dir}/plan.yaml", "--resume", "auto",
            "--checkpoint-dir", opts.checkpoint_dir]
     if plan.budget_usd is not None:
         cmd += ["--budget", f"{plan.budget_usd:g}"]
@@ -173,10 +177,12 @@ def _run_lines(plan: PlanFile, opts: LaunchOptions, offers: list[Offer]) -> list
     if any(o.spot for o in offers):
         lines.append(_PICK_NOTICE)
         args += ' --spot-notice "$NOTICE"'
+    # exec: the trainer replaces the shell, so a preemption's SIGTERM reaches it and its exit code
+    # (143 preempted, 10 budget) is the job's, which is what job_recovery reads.
     if any(o.gpu_count > 1 or o.num_nodes > 1 for o in offers):
-        lines.append(f"{TORCHRUN} {args}")
+        lines.append(f"exec {TORCHRUN} {args}")
     else:
-        lines.append(f"cheaptune {args}")
+        lines.append(f"exec cheaptune {args}")
     return lines
 
 
@@ -186,7 +192,7 @@ def build_task(plan: PlanFile, staged: Staged, staging_dir: str, opts: LaunchOpt
     name = task_name(plan, opts)
     uploads = dict(staged.uploads)
     setup = _install_lines(plan, opts, uploads)
-    file_mounts: dict = {REMOTE_JOB: staging_dir, **uploads, opts.checkpoint_dir: _bucket_mount(opts, name)}
+    file_mounts: dict = {opts.job_dir: staging_dir, **uploads, opts.checkpoint_dir: _bucket_mount(opts, name)}
     task = {
         "name": name,
         "resources": _resources(plan, sel, staged, opts),

@@ -1,0 +1,78 @@
+"""Check what will run before SkyPilot is paid for: the remote plan and config through `train`'s own
+validation, the plan's settings against its estimate, and the secrets by name (never their values).
+
+SkyPilot's schema check says the task YAML is well-formed; these say that `cheaptune train` on the
+machine accepts what the task hands it, with the paths it will see there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cheaptune.errors import BadInput
+from cheaptune.launch.options import LaunchOptions
+from cheaptune.plan.planfile import Offer, PlanFile
+
+_FIX = "fix the plan (re-plan with `cheaptune plan ... --save`) or the --config file"
+
+
+@dataclass
+class Checked:
+    """What the dry run reports besides the YAML: secret names set and unset here."""
+
+    secrets_set: list[str]
+    secrets_unset: list[str]
+
+
+def check_plan(plan: PlanFile, offers: list[Offer]) -> None:
+    """The plan's estimate fits every GPU the task may get (an override may have changed the GPU)."""
+    from cheaptune.catalog.gpus import resolve_gpu
+
+    peak = plan.prediction.peak_vram_bytes
+    for o in offers:
+        memory = resolve_gpu(o.gpu).memory_bytes
+        if peak > memory:
+            raise BadInput(f"the plan's estimated peak {peak / 2**30:.1f} GiB per GPU does not fit {o.gpu} "
+                           f"({memory / 2**30:.0f} GiB); re-plan for that GPU instead of overriding it")
+
+
+def check_run(staging: Path, opts: LaunchOptions, price_per_hour: float) -> None:
+    """Build the config exactly as the task's `cheaptune train` line will (remote config + plan + its
+    flags) through train's validation; any problem is one line naming what to fix."""
+    from cheaptune.train.config import build
+    from cheaptune.train.guardrails import guard_settings
+    from cheaptune.train.outputs import check_merge
+
+    flags = {"resume": "auto", "checkpoint_dir": opts.checkpoint_dir, "price_per_hour": price_per_hour}
+    try:
+        cfg = build(staging / "config.yaml", staging / "plan.yaml", flags)
+        guard_settings(cfg)
+        check_merge(cfg)
+    except BadInput as err:
+        msg = str(err).replace(f"config file {staging / 'config.yaml'}", "train config")
+        raise BadInput(f"`cheaptune train` on the machine would refuse this: {msg}; {_FIX}") from None
+    plan_train = _plan_settings(staging / "plan.yaml")
+    built = {"method": cfg.method, "micro_batch": cfg.micro_batch_size, "grad_accum": cfg.gradient_accumulation_steps,
+             "seq_len": cfg.sequence_len, "grad_ckpt": cfg.gradient_checkpointing}
+    drift = {k: (plan_train[k], v) for k, v in built.items() if plan_train[k] != v}
+    if drift:
+        said = ", ".join(f"{k} {a} planned, {b} run" for k, (a, b) in drift.items())
+        raise BadInput(f"the run would not be the one the plan sized ({said}); re-plan with those settings")
+
+
+def _plan_settings(path: Path) -> dict:
+    from cheaptune.plan.planfile import load
+
+    t = load(path).train
+    return {"method": t.method, "micro_batch": t.micro_batch, "grad_accum": t.grad_accum, "seq_len": t.seq_len,
+            "grad_ckpt": t.grad_ckpt}
+
+
+def check_secrets(opts: LaunchOptions, env: Mapping[str, str] | None = None) -> Checked:
+    """Which secret names have a value here (those are passed at launch); values are never read out."""
+    env = os.environ if env is None else env
+    have = [s for s in opts.secrets if env.get(s)]
+    return Checked(secrets_set=have, secrets_unset=[s for s in opts.secrets if s not in have])
