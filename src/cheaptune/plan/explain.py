@@ -77,7 +77,8 @@ def _more_gpus(method: str, ranked: list[Option], best: Option, objective: str, 
 
 def feasibility_advice(excluded: list[Exclusion], c: Constraints, w: Workload, biggest_gpu: str | None) -> list[str]:
     """What would make an infeasible request feasible, most useful first."""
-    kinds = {"budget"} if budget_only(excluded, c) else {e.kind for e in excluded}  # memory tips would not help
+    plain_budget = bool(budget_only(excluded, c))  # options fit, but cost too much: memory tips would not help
+    kinds = {e.kind for e in excluded} - ({"memory"} if plain_budget else set())
     tips: list[str] = []
     if "memory" in kinds:
         if "qlora" not in c.methods:
@@ -91,6 +92,8 @@ def feasibility_advice(excluded: list[Exclusion], c: Constraints, w: Workload, b
         cheapest = min((e.option.get("total", float("inf")) for e in excluded if e.kind == "budget"), default=None)
         if cheapest is not None:
             tips.append(f"raise the budget (--budget {cheapest * 1.1:.2f}): the cheapest option costs ${cheapest:.2f}")
+    if plain_budget and "qlora" not in c.methods:
+        tips.append("or use QLoRA (--method qlora): a 4-bit base fits smaller, cheaper GPUs")
     if "deadline" in kinds:
         fastest = min((e.option.get("hours", float("inf")) for e in excluded if e.kind == "deadline"), default=None)
         if fastest is not None:
