@@ -71,19 +71,26 @@ def write_summary(cfg: TrainConfig, state: Any, *, seconds: float, tokens_segmen
 
 
 def merge(cfg: TrainConfig, adapter_dir: Path, tokenizer: Any) -> Path:
-    """Base weights + adapter, folded into plain safetensors (the base reloaded unquantised for QLoRA)."""
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
+    """Base weights + adapter as plain safetensors in the base's own dtype: LoRA/QLoRA shard by shard
+    (cheaptune.export.merge, about one shard of RAM); DoRA/IA3 through peft with the base in its dtype."""
     if cfg.method not in _MERGEABLE:
         raise BadInput(f"--merge applies to adapter methods ({', '.join(_MERGEABLE)}), not {cfg.method}")
-    base = AutoModelForCausalLM.from_pretrained(cfg.base_model, dtype=torch.float32, use_safetensors=True)
-    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    from cheaptune.export.merge import copy_side_files, merge_shards
+    from cheaptune.export.source import local_model_dir
+
     out = Path(cfg.output_dir) / MERGED
+    base_dir = local_model_dir(str(cfg.base_model))
     with atomic.atomic_dir(out) as tmp:
-        merged.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
+        if cfg.method in ("lora", "qlora"):
+            merge_shards(base_dir, adapter_dir, tmp)
+            copy_side_files(base_dir, adapter_dir, tmp)
+        else:
+            from peft import PeftModel
+            from transformers import AutoModelForCausalLM
+
+            base = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype="auto", use_safetensors=True)
+            PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload().save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
     return out
 
 

@@ -1,0 +1,98 @@
+"""cheaptune export: merged weights equal peft's merge, serve files, refusal to overwrite, hub offline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+
+def test_merged_equals_peft_and_reloads(tiny_model_dir, tiny_adapter, tmp_path, run_cli):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "merged"
+    code, stdout, err = run_cli("export", str(tiny_adapter), "--to", "merged", "--out", str(out),
+                                "--base", str(tiny_model_dir), "--json")
+    assert code == 0, err
+    result = json.loads(stdout)
+    assert result["verified"] == "reload + forward pass" and result["details"]["merged_weights"] == 6
+    assert (out / "tokenizer.json").is_file() and (out / "config.json").is_file()
+    ours = AutoModelForCausalLM.from_pretrained(out)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    theirs = PeftModel.from_pretrained(base, str(tiny_adapter)).merge_and_unload()
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        assert torch.allclose(ours(ids).logits, theirs(ids).logits, atol=1e-5)
+    assert not torch.equal(ours.model.layers[0].self_attn.q_proj.weight,
+                           AutoModelForCausalLM.from_pretrained(tiny_model_dir).model.layers[0].self_attn.q_proj.weight)
+
+    # an existing export is kept unless --force
+    before = (out / "model.safetensors").stat().st_mtime_ns
+    code, _, err = run_cli("export", str(tiny_adapter), "--to", "merged", "--out", str(out), "--base", str(tiny_model_dir))
+    assert code == 2 and "exists; pass --force" in err and (out / "model.safetensors").stat().st_mtime_ns == before
+    code, _, err = run_cli("export", str(tiny_adapter), "--to", "merged", "--out", str(out), "--base",
+                           str(tiny_model_dir), "--force")
+    assert code == 0, err
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left
+
+
+def test_adapter_for_another_base_is_refused_without_output(tiny_model_dir, tiny_adapter, tmp_path, run_cli):
+    from cheaptune.demo.tiny import build_tiny_llama
+
+    other = build_tiny_llama(tmp_path / "other", num_hidden_layers=1)
+    code, _, err = run_cli("export", str(tiny_adapter), "--to", "merged", "--out", str(tmp_path / "m"),
+                           "--base", str(other))
+    assert code == 2 and "trained on another base model" in err and err.count("error:") == 1 and "Traceback" not in err
+    assert not (tmp_path / "m").exists()
+
+
+def test_ollama_and_vllm_files(tiny_model_dir, tiny_adapter, tmp_path, run_cli):
+    code, _, err = run_cli("export", str(tiny_adapter), "--to", "ollama", "--out", str(tmp_path / "o"),
+                           "--base", str(tiny_model_dir))
+    assert code == 0, err
+    modelfile = (tmp_path / "o" / "Modelfile").read_text()
+    assert f"FROM {tiny_model_dir.resolve()}" in modelfile and f"ADAPTER {tiny_adapter.resolve()}" in modelfile
+    assert "<|im_start|>{{ .Role }}" in modelfile and 'PARAMETER stop "<|im_end|>"' in modelfile
+
+    code, _, err = run_cli("export", str(tiny_adapter), "--to", "vllm", "--out", str(tmp_path / "v"),
+                           "--base", str(tiny_model_dir))
+    assert code == 0, err
+    serve = (tmp_path / "v" / "serve.sh").read_text()
+    assert f"vllm serve {tiny_model_dir} --enable-lora --lora-modules" in serve and "--max-lora-rank 8" in serve
+    request = (tmp_path / "v" / "request.sh").read_text()
+    assert "/v1/chat/completions" in request and tiny_adapter.name in request
+
+
+def test_ollama_refuses_unsupported_architecture(tiny_adapter, tmp_path):
+    from cheaptune.errors import BadInput
+    from cheaptune.export.serve import ollama_modelfile
+
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    with pytest.raises(BadInput, match="not qwen2; export --to merged"):
+        ollama_modelfile(base, tiny_adapter)
+
+
+def test_hub_offline_is_one_line_and_card_is_ready(tiny_model_dir, tiny_adapter, tmp_path, run_cli, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants as c
+
+    monkeypatch.setattr(c, "HF_HUB_OFFLINE", True)
+    out = tmp_path / "hub"
+    code, _, err = run_cli("export", str(tiny_adapter), "--to", "hub", "--repo", "me/tiny", "--out", str(out),
+                           "--base", str(tiny_model_dir))
+    assert code == 2 and "push to the hub failed" in err and err.count("error:") == 1 and "Traceback" not in err
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and f"base_model: {tiny_model_dir}" in card and "library_name: peft" in card
+    assert (out / "adapter_model.safetensors").is_file()
+
+
+def test_gguf_without_converter_says_how_to_get_it(tiny_model_dir, tiny_adapter, tmp_path, run_cli, monkeypatch):
+    monkeypatch.delenv("LLAMA_CPP_DIR", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, _, err = run_cli("export", str(tiny_adapter), "--to", "gguf", "--out", str(tmp_path / "g"),
+                           "--base", str(tiny_model_dir))
+    assert code == 2 and "LLAMA_CPP_DIR" in err and not (tmp_path / "g").exists()
