@@ -9,6 +9,7 @@ Bad rows are dropped and counted by reason, never planned on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import socket
@@ -98,10 +99,8 @@ def fetch(date: str, online: Iterable[str] = ONLINE) -> dict[str, ProviderResult
     results: dict[str, ProviderResult] = {}
     try:
         catalog = gpuhunt.Catalog(balance_resources=False, auto_reload=False)
-        try:
+        with contextlib.suppress(gpuhunt.GPUHuntError):  # all offline providers failed: reported from the log
             catalog.load()
-        except gpuhunt.GPUHuntError:
-            pass  # every offline provider failed: each is reported from the log below
         for name in online:
             catalog.add_provider(_online_provider(name))
         for name in list(catalog.catalog) + list(online):

@@ -41,6 +41,8 @@ def plan_command(
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the plan as Markdown."),
     save: Path | None = typer.Option(None, "--save", help="Write the plan file for train/launch (YAML)."),
+    maximize: str | None = typer.Option(None, "--maximize", help="With --budget: plan the most epochs, or the "
+                                        "largest share of the data (tokens), that the budget buys."),
     prices: str = typer.Option("cache", "--prices", help="bundled (the shipped snapshot), cache (newest source "
                                "per provider, the default) or live (run `prices refresh` first)."),
 ) -> None:
@@ -76,8 +78,16 @@ def plan_command(
                            workload.effective_batch)
     multi_fit = sources.real_multi_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch)
     context = spec.config.get("max_position_embeddings")
+    def run(c: Constraints, w) -> object:
+        return make_plan(spec.id, shape, context, w, c, gpu_list, offers, fit, multi_fit=multi_fit)
+
     try:
-        result = make_plan(spec.id, shape, context, workload, constraints, gpu_list, offers, fit, multi_fit=multi_fit)
+        if maximize is None:
+            result = run(constraints, workload)
+        else:
+            from cheaptune.plan.budget import plan_for_budget
+
+            result = plan_for_budget(run, constraints, workload, maximize.lower(), shape)
     except Infeasible as err:
         partial = getattr(err, "result", None)
         if partial is not None:
