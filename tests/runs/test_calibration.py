@@ -68,3 +68,23 @@ def test_calibrate_cli_fits_shows_exports_and_pools(run_cli, tmp_path):
     bad.write_text("gpu,method,memory,speed,runs\nA100-80GB,lora,abc,1.0,3\n")
     code, _, err = run_cli("calibrate", "--import", str(bad))
     assert code == 2 and "line 2" in err and "Traceback" not in err
+
+
+def test_estimate_judges_a_gpu_on_its_calibrated_peak_and_says_so(capsys):
+    from types import SimpleNamespace
+
+    from cheaptune.catalog.gpus import resolve_gpu
+    from cheaptune.cli.estimate import _render
+
+    gib = 2**30
+    est = SimpleNamespace(inputs={"model": "m", "method": "lora"}, basis="test", breakdown={"weights": 60 * gib},
+                          peak_allocated_bytes=60 * gib, peak_reserved_bytes=62 * gib, device_total_bytes=64 * gib,
+                          phase_peaks={}, total_params=1, trainable_params=1)
+    gpu = resolve_gpu("A100-80GB")
+    _render(est, [gpu], 0.10, {})
+    assert " yes" in capsys.readouterr().out  # 64 GiB fits in 72 GiB
+    _render(est, [gpu], 0.10, {("A100-80GB", "lora"): cal.Factor("A100-80GB", "lora", 1.25, 0.9, runs=3)})
+    out = capsys.readouterr().out
+    free = gpu.memory_bytes * 0.9 - 64 * gib * 1.25  # exactly the stored factor on the peak
+    assert f"{free / gib:.1f}" in out and " no" in out
+    assert "A100-80GB: calibrated from 3 runs on A100-80GB (lora), peak x1.250" in out

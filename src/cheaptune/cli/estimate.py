@@ -10,7 +10,9 @@ GIB = 2**30
 NEAR_LIMIT = 0.05  # fits, but with less than 5% of the GPU free beyond the headroom
 
 
-def _render(est, gpus, headroom: float) -> None:
+def _render(est, gpus, headroom: float, factors: dict | None = None) -> None:
+    """The breakdown and the GPU verdict; a GPU with a calibration factor for this method is judged on
+    the calibrated peak (and says so)."""
     from rich.table import Table
 
     from cheaptune.cli.output import console
@@ -31,12 +33,16 @@ def _render(est, gpus, headroom: float) -> None:
     for col in ("GPU", "GiB", "fits", "free GiB"):
         verdict.add_column(col)
     for g in gpus:
-        free = g.memory_bytes * (1 - headroom) - est.device_total_bytes
+        f = (factors or {}).get((g.name, est.inputs["method"]))
+        need = est.device_total_bytes * (f.memory if f and f.memory else 1.0)
+        free = g.memory_bytes * (1 - headroom) - need
         # under-prediction is the costly direction (an OOM after the GPU is rented): flag thin margins
         fits = ("yes, near its limit" if free < NEAR_LIMIT * g.memory_bytes else "yes") if free >= 0 else "no"
         verdict.add_row(g.name, f"{g.memory_gib:g}", fits, f"{free / GIB:.1f}",
                         style=None if free >= 0 else "dim")
     out.print(verdict)
+    for f in sorted({f for (_, m), f in (factors or {}).items() if m == est.inputs["method"]}, key=lambda f: f.gpu):
+        out.print(f"{f.gpu}: {f.note()}, peak x{f.memory or 1:.3f} (--no-calibration to ignore)")
 
 
 def _notes(req, foreign) -> None:
@@ -84,6 +90,8 @@ def register(app: typer.Typer) -> None:
         full_sim: bool = typer.Option(False, "--full-sim", help="Simulate every block instead of extrapolating."),
         headroom: float = typer.Option(0.10, "--headroom", callback=bounded(0, 0.9), help="Fraction of GPU memory kept free in the verdict."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+        no_calibration: bool = typer.Option(False, "--no-calibration",
+                                            help="Ignore the per-GPU memory factors of `cheaptune calibrate`."),
     ) -> None:
         """Predict peak GPU memory of a training step by simulating it on fake tensors (per GPU with --gpus N)."""
         from cheaptune.estimate.memory import estimate_memory
@@ -107,5 +115,6 @@ def register(app: typer.Typer) -> None:
             return
         _notes(req, foreign)
         from cheaptune.catalog.gpus import list_gpus
+        from cheaptune.runs.calibration import load
 
-        _render(est, sorted(list_gpus(), key=lambda g: g.memory_bytes), headroom)
+        _render(est, sorted(list_gpus(), key=lambda g: g.memory_bytes), headroom, {} if no_calibration else load())

@@ -45,6 +45,8 @@ def plan_command(
                                         "largest share of the data (tokens), that the budget buys."),
     prices: str = typer.Option("cache", "--prices", help="bundled (the shipped snapshot), cache (newest source "
                                "per provider, the default) or live (run `prices refresh` first)."),
+    no_calibration: bool = typer.Option(False, "--no-calibration", help="Ignore the factors `cheaptune calibrate` "
+                                        "fitted from past runs (and their spread for the p10-p90 interval)."),
 ) -> None:
     """Rank method x GPU x provider x spot by total cost (or time) and explain the choice."""
     from cheaptune.catalog.gpus import resolve_gpu
@@ -94,12 +96,24 @@ def plan_command(
             _show(partial, as_json, markdown, render)
         raise
     _add_price_age(result, prices.lower())
-    _show(result, as_json, markdown, render)
+    shown, result = _calibrated(result, no_calibration)
+    _show(shown, as_json, markdown, render)
     if save is not None:
         data = str(Path(dataset).resolve()) if dataset else None
         planfile.save(to_planfile(result, loadable_name(model, spec), data, label=model), save)
         if not as_json:
             typer.echo(f"plan saved to {save}", err=True)
+
+
+def _calibrated(result, off: bool):
+    """(result to show: calibrated, with p10-p90; result to save: the model's figures in the same order)."""
+    from cheaptune.plan.calibrated import add_intervals, apply
+    from cheaptune.runs.calibration import load
+
+    factors = {} if off else load()
+    shown, raw = apply(result, factors) if factors else (result, result)
+    add_intervals(shown, factors)
+    return shown, raw
 
 
 def _whole(value: float | None, flag: str) -> int | None:
