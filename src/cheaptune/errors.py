@@ -29,8 +29,9 @@ class BudgetStop(CheaptuneError):
 
 class OutOfMemory(CheaptuneError):
     """Out of GPU memory after every fallback that keeps the effective batch (gradient checkpointing,
-    smaller micro-batches, the paged 8-bit optimizer when allowed); the last step is checkpointed.
-    `launch` takes this exit code as "needs a larger GPU" and moves to the next offer that has one."""
+    smaller micro-batches, the paged 8-bit optimizer when allowed); the last step is checkpointed, so the
+    same command on a GPU with more memory resumes it. Its own code, so a launcher can tell "needs a
+    larger GPU" from other failures (`cheaptune launch` does not act on it yet)."""
 
     exit_code = 11
 
