@@ -48,3 +48,14 @@ def test_a_broken_table_is_one_clear_line(tmp_path):
     bad.write_text("retrieved: '2026-11-30'\nrates:\n  - {provider: aws, per_hour: [0, 1], source: x}\n")
     with pytest.raises(BadInput, match="catch-all"):
         rate_for(spot("aws", "p5"), path=bad)
+
+
+def test_a_listing_reliability_becomes_a_host_failure_range():
+    from cheaptune.catalog.interruption import host_rate
+
+    assert host_rate(spot("vast", "1")) is None  # not a listing
+    o = spot("vast", "1")
+    o.listing = {"reliability": 0.95}
+    r = host_rate(o)
+    assert r.low == pytest.approx(-math.log(0.95) / 168) and r.high == pytest.approx(-math.log(0.95) / 24)
+    assert r.assumed and "0.950" in r.source

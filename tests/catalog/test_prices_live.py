@@ -87,6 +87,11 @@ def test_refresh_maps_offers_drops_bad_rows_by_reason_and_reports_failed_provide
     assert {(o.kind, o.gpu, o.instance_type) for o in vast.offers} == {
         ("on-demand", "RTX6000-Ada", "4242001"), ("spot", "RTX6000-Ada", "4242001"), ("on-demand", "RTX4090", "4242002")}
     assert vast.dropped["unknown GPU"] == 1
+    facts = {o.instance_type: o.listing for o in vast.offers}
+    assert facts["4242001"] == {"reliability": 0.991, "verified": True, "inet_down_mbps": 850.0, "disk_gb": 100.0}
+    assert facts["4242002"]["verified"] is False
+    cached = {o.instance_type: o.listing for o in read_offers() if o.provider == "vast"}
+    assert cached == facts  # the listing facts survive the cache
     failed = {p for p, r in results.items() if r.error}
     assert {"azure", "gcp", "runpod"} <= failed and "404" in results["gcp"].error
     assert meta["providers"]["gcp"]["error"] and meta["providers"]["aws"]["rows"] == 4

@@ -225,3 +225,23 @@ def test_an_implausible_plan_is_warned_about():
     huge = Workload(tokens=10**13, epochs=1, seq_len=2048, effective_batch=16)
     found = [f for f in plan(w=huge).warnings if f.code == "implausible-plan"]
     assert found and "years" in found[0].message and "--tokens" in found[0].message
+
+
+def test_a_marketplace_listing_counts_its_reliability_in_risk_and_ranking_and_is_named():
+    def listing(provider, price, reliability, verified=True):
+        o = offer(provider, "A100-80GB", price)
+        o.instance_type, o.listing = "4242001", {"reliability": reliability, "verified": verified,
+                                                 "inet_down_mbps": 850.0, "disk_gb": 100.0}
+        return o
+
+    c = Constraints(methods=("lora",))
+    r = plan(c, offers=[listing("vast", 1.0, 0.90), offer("steady", "A100-80GB", 1.0)])
+    host, steady = (next(o for o in r.options if o.provider == p) for p in ("vast", "steady"))
+    assert r.recommended is steady and host.total > steady.total  # same price: the host's failures cost
+    assert host.risk == "medium" and host.cost["spot_overhead"] > 0 and host.checkpoint_minutes
+    r = plan(c, offers=[listing("vast", 0.5, 0.99), offer("steady", "A100-80GB", 1.0)])
+    warn = next(f for f in r.warnings if f.code == "marketplace-listing")
+    assert "vast listing 4242001" in warn.message and "reliability 0.990" in warn.message
+    assert "may rent it before you launch" in warn.message
+    unverified = plan(c, offers=[listing("vast", 0.5, 1.0, verified=False)]).recommended
+    assert unverified.risk == "medium"

@@ -91,3 +91,19 @@ def rate_for(offer: Any, path: Path = RATES_FILE) -> Rate:
         if row.provider in (provider, "*") and instance.startswith(row.family):
             return rate
     raise AssertionError("unreachable: the table has a catch-all row")  # checked in _table
+
+
+# A marketplace listing's reliability score r (Vast.ai's share of the host's past rentals that ran without
+# fault: https://vast.ai/faq, "reliability") is read as the chance the machine stays up through a window,
+# one week at the low end and one day at the high end: Vast does not say over what window it is measured.
+HOST_WINDOW_HOURS = (24.0 * 7, 24.0)
+
+
+def host_rate(offer: Any) -> Rate | None:
+    """Host failures per hour of a marketplace listing from its reliability score; None without one."""
+    r = (getattr(offer, "listing", None) or {}).get("reliability")
+    if r is None or not 0 < r <= 1:
+        return None
+    low, high = (-math.log(r) / hours for hours in HOST_WINDOW_HOURS)
+    return Rate(low, (low + high) / 2, high, f"listing reliability {r:.3f}, read as surviving a week (low) to a "
+                f"day (high); assumed, the score's window is not published", assumed=True)

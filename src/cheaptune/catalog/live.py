@@ -15,7 +15,7 @@ import math
 import socket
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -23,7 +23,7 @@ from cheaptune.catalog.prices import Offer
 
 HTTP_TIMEOUT_S = 30.0  # gpuhunt's catalog download sets none; we bound every socket it opens
 PROVIDER_NAMES = {"lambdalabs": "lambda", "vastai": "vast"}  # gpuhunt's name -> ours (SkyPilot's)
-ONLINE = ("vastai",)  # marketplaces queried live; others need credentials gpuhunt reads from the env
+ONLINE = ("vastai",)  # marketplaces queried live (others need credentials)
 
 
 @dataclass
@@ -101,16 +101,16 @@ def fetch(date: str, online: Iterable[str] = ONLINE) -> dict[str, ProviderResult
         catalog = gpuhunt.Catalog(balance_resources=False, auto_reload=False)
         with contextlib.suppress(gpuhunt.GPUHuntError):  # all offline providers failed: reported from the log
             catalog.load()
-        for name in online:
-            catalog.add_provider(_online_provider(name))
-        for name in list(catalog.catalog) + list(online):
+        if "vastai" in online:
+            results["vast"] = _vast(date, defaults)
+        for name in catalog.catalog:
             ours = PROVIDER_NAMES.get(name, name)
             try:
                 items = catalog.query(provider=name)
             except Exception as err:  # noqa: BLE001 - a provider's failure is reported, not fatal
                 results[ours] = ProviderResult(error=_reason(err))
                 continue
-            version = getattr(catalog.catalog.get(name), "version", "live")
+            version = catalog.catalog[name].version
             results[ours] = to_offers(items, ours, f"gpuhunt {name} catalog {version}", date, defaults)
         for record in collect.records:
             if not record.args or not isinstance(record.msg, str):
@@ -127,12 +127,19 @@ def fetch(date: str, online: Iterable[str] = ONLINE) -> dict[str, ProviderResult
     return results
 
 
-def _online_provider(name: str) -> Any:
-    if name != "vastai":
-        raise ValueError(f"no online provider {name!r}; known: {', '.join(ONLINE)}")
-    from gpuhunt.providers.vastai import VastAIProvider
+def _vast(date: str, defaults: Any) -> ProviderResult:
+    """Vast.ai's marketplace, live, each offer carrying its listing's facts (catalog/vast_listings.py)."""
+    from cheaptune.catalog.vast_listings import fetch_listings
 
-    return VastAIProvider()
+    try:
+        items, facts, malformed = fetch_listings(HTTP_TIMEOUT_S)
+    except Exception as err:  # noqa: BLE001 - a provider's failure is reported, not fatal
+        return ProviderResult(error=_reason(err))
+    res = to_offers(items, "vast", "gpuhunt vastai live search (listing facts kept)", date, defaults)
+    res.offers = [replace(o, listing=facts.get(o.instance_type)) for o in res.offers]
+    if malformed:
+        res.dropped["malformed row (truncated file?)"] += malformed
+    return res
 
 
 def refresh(fetched_at: datetime | None = None) -> tuple[dict[str, Any], dict[str, ProviderResult]]:

@@ -12,7 +12,7 @@ import csv
 import io
 import math
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from cheaptune.errors import BadInput
@@ -42,6 +42,9 @@ class Offer:
     notice_s: int
     source: str
     date: str
+    # a marketplace listing's facts (reliability, verified, inet_down_mbps, disk_gb): one machine, not a
+    # product line; only live sources know them, so they are not a CSV column
+    listing: dict | None = field(default=None, compare=False, repr=False)
 
     @property
     def spot(self) -> bool:
@@ -57,7 +60,7 @@ class Offer:
         return (self.provider, self.kind, self.gpu, self.gpu_count, self.region, self.instance_type)
 
 
-COLUMNS = tuple(f.name for f in fields(Offer))
+COLUMNS = tuple(f.name for f in fields(Offer) if f.name != "listing")
 
 
 def _number(raw: str, col: str, where: str, *, integer: bool = False, minimum: float = 0.0) -> float:

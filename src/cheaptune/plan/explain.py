@@ -157,3 +157,19 @@ def sanity(best: Option, ranked: list[Option]) -> list[Finding]:
     return [Finding("implausible-plan", f"the recommendation runs {best.hours / 24:,.1f} days{years} and costs "
                     f"${best.total:,.0f}: check --tokens/--epochs and the model; for a job this size allow more GPUs "
                     f"(--max-gpus) or use --objective time{faster}")]
+
+
+def listing(best: Option) -> list[Finding]:
+    """A marketplace listing is one machine: name it, what its source says of it, and that it may be gone."""
+    facts = getattr(best.offer, "listing", None)
+    if not facts:
+        return []
+    said = [f"reliability {facts['reliability']:.3f}" if facts.get("reliability") is not None else "no reliability score",
+            "verified host" if facts.get("verified") else "unverified host"]
+    if facts.get("inet_down_mbps"):
+        said.append(f"{facts['inet_down_mbps']:.0f} Mbps down")
+    if facts.get("disk_gb"):
+        said.append(f"{facts['disk_gb']:.0f} GB disk")
+    return [Finding("marketplace-listing", f"the recommendation is one machine, {best.provider} listing "
+                    f"{best.instance_type} ({', '.join(said)}): someone else may rent it before you launch; run "
+                    "`cheaptune prices refresh` and plan again just before launching, or take an alternative")]

@@ -105,7 +105,7 @@ def make_plan(
     result.why_not = explain.why_not(ranked, excluded, c.objective, c.max_gpus)
     result.high_end = explain.high_end(ranked, c.objective)
     facts = _facts(best, ranked, w, c, context_length, offers, shape, consts, fit)
-    result.warnings = run_checks(facts) + explain.sanity(best, ranked)
+    result.warnings = run_checks(facts) + explain.sanity(best, ranked) + explain.listing(best)
     return result
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cheaptune.catalog.interruption import rate_for
+from cheaptune.catalog.interruption import host_rate, rate_for
 from cheaptune.estimate import cost as money
 from cheaptune.estimate.scaling import effective_throughput
 from cheaptune.estimate.spot import spot_overhead
@@ -125,8 +125,8 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
     arts = money.artifact_sizes(gf.method, fit.total_params or shape.params, fit.trainable_params or shape.params)
     price = float(offer.price_per_hour)
     spot_est = None
-    if offer.spot:
-        rate = rate_for(offer)
+    rate = rate_for(offer) if offer.spot else host_rate(offer)  # a marketplace host can fail, too
+    if rate is not None:
         ckpt_s = arts.checkpoint_bytes / consts["disk_write_bytes_per_s"]
         restart_s = start_s - start["tokenize"] + arts.checkpoint_bytes / consts["disk_read_bytes_per_s"]
         # any node's loss stops the job; the pessimistic bound is at the top of the rate's range
@@ -148,8 +148,8 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
     if spot_est:
         pessimistic += (spot_est.pessimistic_extra_s - extra_s) / SECONDS_PER_HOUR * price * nodes
     risk = "low"
-    if spot_est:
-        risk = "high" if spot_est.expected_preemptions >= HIGH_RISK_PREEMPTIONS else "medium"
+    if spot_est or (getattr(offer, "listing", None) or {}).get("verified") is False:
+        risk = "high" if spot_est and spot_est.expected_preemptions >= HIGH_RISK_PREEMPTIONS else "medium"
     sharding = None
     if gf.gpus > 1:
         sharding = (gf.sharding or "ddp") + ("+offload" if gf.offload else "")
@@ -187,7 +187,8 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
                 "network": INTER_NODE_NETWORK if nodes > 1 else None},
             "startup_s": {k: round(v, 1) for k, v in start.items()},
             "train_hours": round(train_s / SECONDS_PER_HOUR, 4),
-            "spot": {**spot_est.to_dict(), "rate": rate_for(offer).to_dict()} if spot_est else None,
+            "spot": {**spot_est.to_dict(), "rate": rate.to_dict()} if spot_est and rate else None,
+            "listing": getattr(offer, "listing", None),
             "shipped_bytes": arts.shipped_bytes(gf.method),
             "checkpoint_bytes": arts.checkpoint_bytes,
             "trainable_params": fit.trainable_params,

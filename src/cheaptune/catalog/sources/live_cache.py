@@ -1,6 +1,7 @@
 """The live-price cache that `cheaptune prices refresh` writes (<home>/prices-live): offers.csv + meta.json.
 
-offers.csv has the snapshot's columns (each row dated the day it was fetched); meta.json says when each
+offers.csv has the snapshot's columns (each row dated the day it was fetched), listings.json the facts of
+marketplace listings (reliability, verification, bandwidth, disk); meta.json says when each
 provider was fetched, what was dropped and which providers failed. The folder is replaced in one
 rename, so a reader sees the old cache or the new one. A provider that failed keeps its previous rows.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,20 @@ def read_meta(folder: Path | None = None) -> dict[str, Any] | None:
 
 
 def read_offers(folder: Path | None = None) -> list[Offer]:
-    path = (folder or cache_dir()) / "offers.csv"
-    return read_price_csv(path) if path.is_file() else []
+    """The cached offers, marketplace rows with their listing's facts (listings.json)."""
+    folder = folder or cache_dir()
+    path = folder / "offers.csv"
+    if not path.is_file():
+        return []
+    offers = read_price_csv(path)
+    listings_file = folder / "listings.json"
+    if not listings_file.is_file():
+        return offers
+    try:
+        listings = json.loads(listings_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise BadInput(f"{listings_file}: unreadable ({err}); run `cheaptune prices refresh` again") from None
+    return [replace(o, listing=listings.get(f"{o.provider}/{o.instance_type}")) for o in offers]
 
 
 def write_cache(results: dict[str, Any], fetched_at: str, folder: Path | None = None) -> dict[str, Any]:
@@ -66,12 +79,14 @@ def write_cache(results: dict[str, Any], fetched_at: str, folder: Path | None = 
             providers[p] = {**providers.get(p, {"fetched_at": None, "rows": 0, "dropped": {}}), "error": r.error}
     meta = {"fetched_at": fetched_at, "providers": providers}
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     for o in sorted(offers, key=lambda o: (o.provider, o.gpu, o.price_per_hour)):
         writer.writerow(asdict(o))
     with atomic_dir(target) as tmp:
         (tmp / "offers.csv").write_text(buf.getvalue(), encoding="utf-8")
+        listings = {f"{o.provider}/{o.instance_type}": o.listing for o in offers if o.listing}
+        (tmp / "listings.json").write_text(json.dumps(listings, sort_keys=True), encoding="utf-8")
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")
     return meta
 
