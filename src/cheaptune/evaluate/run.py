@@ -1,0 +1,97 @@
+"""`cheaptune eval` as a library call: resolve the run -> load data and model -> score base and tuned ->
+markdown report (atomic) and, for a registry run, an 'eval' event that `compare` and model cards read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cheaptune.util import atomic
+
+HEADLINE = ("accuracy", "schema_valid", "json_valid", "exact_match")  # the first one present is the quality
+
+
+def headline(side: dict[str, Any]) -> tuple[str, float] | None:
+    """The score `compare` puts beside the cost: accuracy, else JSON schema validity, ..., else None."""
+    return next(((k, side[k]) for k in HEADLINE if k in side), None)
+
+
+def evaluate(ref: str, data: str | None = None, *, dataset: Any = None, base: str | None = None,
+             limit: int | None = None, batch_size: int = 8, max_new_tokens: int | None = None,
+             report: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """Scores of the adapter `ref` (run or folder) against its base on `data` (a file) or `dataset`."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cheaptune.errors import BadInput
+    from cheaptune.evaluate.runner import compare, examples
+    from cheaptune.export.source import resolve_source
+
+    if limit is not None and limit < 1:
+        raise BadInput(f"--limit must be >= 1 (got {limit})")
+    src = resolve_source(ref, base)
+    if dataset is None:
+        if not data:
+            raise BadInput("no data to evaluate on: pass --data FILE (held-out rows in a training format)")
+        from cheaptune.data import load_dataset_rows
+
+        dataset = load_dataset_rows(data).dataset
+    tokenizer = AutoTokenizer.from_pretrained(str(src.adapter_dir))
+    exs = examples(dataset, tokenizer, limit)
+    if not exs:
+        raise BadInput(f"{data or 'the dataset'} has no rows to evaluate")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = AutoModelForCausalLM.from_pretrained(str(src.base_dir), dtype="auto", use_safetensors=True).to(device)
+    model = PeftModel.from_pretrained(model, str(src.adapter_dir))
+    result = compare(model, tokenizer, exs, batch_size, max_new_tokens, progress)
+    for side in ("base", "tuned"):
+        result[side].pop("answers", None)
+    result.update(data=str(data) if data else "validation split", base_model=src.base,
+                  adapter=str(src.adapter_dir), run_id=(src.run or {}).get("id"))
+    path = Path(report) if report else src.adapter_dir / "eval_report.md"
+    atomic.write_text(path, markdown(result))
+    result["report"] = str(path)
+    if src.run is not None:
+        record(src.run["id"], result)
+    return result
+
+
+def _event(result: dict[str, Any]) -> dict[str, Any]:
+    keep = ("loss", "perplexity", "exact_match", "accuracy", "json_valid", "schema_valid")
+    return {"data": result["data"], "rows": result["rows"],
+            **{side: {k: result[side][k] for k in keep if k in result[side]} for side in ("base", "tuned")}}
+
+
+def record(run_id: str, result: dict[str, Any]) -> None:
+    """The scores as an 'eval' event of the run (events need no segment; the run's status is untouched)."""
+    from cheaptune.runs.registry import Registry, RunHandle
+
+    RunHandle(Registry(), run_id, segment=-1).event("eval", _event(result))
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """A small report: base vs tuned per metric, the confusion table for labels, three examples."""
+    b, t = result["base"], result["tuned"]
+    lines = [f"# Evaluation: {result.get('adapter', '')}", "", f"Base model: {result.get('base_model', '')}; "
+             f"data: {result.get('data', '')} ({result['rows']} rows)", "", "| metric | base | tuned | change |",
+             "|---|---|---|---|"]
+    for key in ("loss", "perplexity"):
+        lines.append(f"| {key} | {b[key]:.4g} | {t[key]:.4g} | {t[key] - b[key]:+.4g} |")
+    for key in ("exact_match", "accuracy", "json_valid", "schema_valid"):
+        if key in t:
+            lines.append(f"| {key} | {_pct(b.get(key))} | {_pct(t[key])} | {100 * (t[key] - b.get(key, 0)):+.1f} pts |")
+    if "confusion" in t:
+        labels = t["labels"]
+        cols = [*labels, "(other)"]
+        lines += ["", "Confusion (tuned; rows: reference, columns: answer)", "",
+                  "| | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+        lines += [f"| {r} | " + " | ".join(str(t["confusion"][r].get(c, 0)) for c in cols) + " |" for r in labels]
+    for ex in result.get("examples", []):
+        lines += ["", f"- prompt: `{ex['prompt'][-200:]!r}`", f"  - reference: `{ex['reference']!r}`",
+                  f"  - base: `{ex['base']!r}`", f"  - tuned: `{ex['tuned']!r}`"]
+    return "\n".join(lines) + "\n"
