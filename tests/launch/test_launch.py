@@ -126,3 +126,42 @@ def test_status_sync_updates_launched_run(tmp_path, recorder):
     assert launcher.sync_status([{"job_id": 42, "status": "SUCCEEDED"}, {"job_id": 7, "status": "FAILED"}]) == 1
     run = Registry().get_run(info["run_id"])
     assert run["status"] == "finished" and run["ended_at"] is not None
+
+
+def _servers(port: int) -> list:
+    import psutil
+
+    return [p for p in psutil.process_iter(attrs=["cmdline"])
+            if "sky.server.server" in " ".join(p.info["cmdline"] or []) and f"--port={port}" in p.info["cmdline"]]
+
+
+@pytest.mark.slow
+def test_no_api_server_left_behind_and_status_without_jobs(plan_file, tmp_path):
+    """The real SkyPilot client starting its own local API server (an isolated port and state folder):
+    a launch that fails with no cloud exits 2 naming `sky check`, `--status` with no jobs is exit 0
+    "no managed jobs", and neither leaves the server it started running."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "HOME": str(tmp_path), "SKY_RUNTIME_DIR": str(tmp_path / "sky"),
+           "SKYPILOT_API_SERVER_LOCAL_PORT": str(port), "CHEAPTUNE_HOME": str(tmp_path / "home")}
+    for key in ("SKYPILOT_DISABLE_LOCAL_API_SERVER", "SKYPILOT_API_SERVER_ENDPOINT"):
+        env.pop(key, None)
+
+    def cheaptune(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cheaptune", "launch", *args], env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    try:
+        proc = cheaptune(str(plan_file), "--install", "cheaptune")
+        last = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1]
+        assert proc.returncode == 2 and last.startswith("error:") and "sky check" in last, proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr and not _servers(port)
+        proc = cheaptune("--status")
+        assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == "no managed jobs", proc.stderr[-2000:]
+        assert not _servers(port)
+    finally:
+        for p in _servers(port):  # only a server on this test's own port
+            p.kill()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -51,6 +51,10 @@ def translate(exc: BaseException) -> CheaptuneError | None:
     ):
         return BadInput(f"cannot reach a SkyPilot API server ({_first_line(exc)}); {SERVER_HINT}; "
                         f"then {ENABLE_HINT}")
+    if name == "CloudError" and "Connection" in str(getattr(exc, "error_type", "")):
+        # e.g. the optimizer fetching SkyPilot's catalog with no network
+        return BadInput(f"SkyPilot cannot reach the network ({_first_line(exc)[:160]}); check the connection, "
+                        f"then {ENABLE_HINT}")
     if name in ("InvalidCloudCredentials", "InvalidCloudConfigs", "CloudUserIdentityError"):
         return BadInput(f"SkyPilot cannot use the cloud credentials ({_first_line(exc)}); {ENABLE_HINT}")
     if type(exc).__module__.startswith("sky."):
@@ -80,6 +84,28 @@ def _sky() -> Any:
     return sky
 
 
+@contextmanager
+def server_session(keep_on_success: bool) -> Iterator[None]:
+    """Run SkyPilot calls; a local API server they had to start is stopped again when they fail (and,
+    unless `keep_on_success`, when they succeed), so a command never leaves one behind for nothing."""
+    sky = _sky()
+    from sky.server import common
+
+    local = common.is_api_server_local()
+    was_up = local and common.get_api_server_status().status == common.ApiServerStatus.HEALTHY
+    ok = False
+    try:
+        with translated():
+            yield
+        ok = True
+    finally:
+        if local and not was_up and not (ok and keep_on_success):
+            with suppress(Exception):  # best effort: the original error is the one to report
+                common.get_api_server_status_response.cache_clear()
+                if common.get_api_server_status().status == common.ApiServerStatus.HEALTHY:
+                    sky.api_stop()
+
+
 class SkyBackend:
     """SkyPilot 0.14's client SDK: calls return request ids, `sky.stream_and_get` waits and streams logs."""
 
@@ -99,14 +125,14 @@ class SkyBackend:
     def launch_job(self, task: dict, secrets: dict[str, str], name: str) -> LaunchResult:
         sky = _sky()
         t = self._task(task, secrets)
-        with translated():
+        with server_session(keep_on_success=True):
             job_ids, _handle = sky.stream_and_get(sky.jobs.launch(t, name=name))
         return LaunchResult(job_id=job_ids[0] if job_ids else None)
 
     def launch_cluster(self, task: dict, secrets: dict[str, str], cluster: str, idle_minutes: int) -> LaunchResult:
         sky = _sky()
         t = self._task(task, secrets)
-        with translated():
+        with server_session(keep_on_success=True):
             job_id, _handle = sky.stream_and_get(
                 sky.launch(t, cluster_name=cluster, idle_minutes_to_autostop=idle_minutes, down=True)
             )
@@ -114,10 +140,14 @@ class SkyBackend:
 
     def status(self, job_id: int | None) -> list[dict]:
         sky = _sky()
-        with translated():
-            records = sky.stream_and_get(
-                sky.jobs.queue(refresh=False, skip_finished=False, job_ids=[job_id] if job_id is not None else None)
-            )
+        with server_session(keep_on_success=False):
+            try:
+                records = sky.stream_and_get(sky.jobs.queue(
+                    refresh=False, skip_finished=False, job_ids=[job_id] if job_id is not None else None))
+            except Exception as exc:
+                if type(exc).__name__ != "ClusterNotUpError":  # no jobs controller yet: no managed jobs
+                    raise
+                records = []
         rows = []
         for r in records or []:
             get = r.get if isinstance(r, dict) else lambda k, r=r: getattr(r, k, None)
@@ -132,5 +162,5 @@ class SkyBackend:
 
     def cancel(self, job_id: int) -> None:
         sky = _sky()
-        with translated():
+        with server_session(keep_on_success=False):
             sky.stream_and_get(sky.jobs.cancel(job_ids=[job_id]))
