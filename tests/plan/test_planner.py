@@ -245,3 +245,17 @@ def test_a_marketplace_listing_counts_its_reliability_in_risk_and_ranking_and_is
     assert "may rent it before you launch" in warn.message
     unverified = plan(c, offers=[listing("vast", 0.5, 1.0, verified=False)]).recommended
     assert unverified.risk == "medium"
+
+
+def test_the_hosted_api_line_prices_the_same_tokens_and_says_plainly_when_self_run_costs_more():
+    r = plan()  # 7B, 40M training tokens: Fireworks' up-to-16B bracket at $0.50/M = $20
+    assert r.hosted.startswith("the same job as a hosted API: $20.00 (fireworks, 0-16B models, lora")
+    assert "served there" in r.hosted and "Running it yourself costs more" not in r.hosted  # self-run is cheaper
+    pricey = plan(offers=[offer("dear", "A100-80GB", 40.0)])
+    assert f"Running it yourself costs more: ${pricey.recommended.total:.2f}" in pricey.hosted
+
+
+def test_no_hosted_price_for_a_model_outside_every_bracket():
+    from cheaptune.plan.hosted import compare
+
+    assert "no hosted fine-tuning price on file for a 405.0B model" in compare(405e9, 1e6, plan().recommended)

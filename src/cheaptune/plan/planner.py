@@ -17,7 +17,7 @@ from cheaptune.estimate.cost import SECONDS_PER_HOUR, compute_cost
 from cheaptune.estimate.cost import constants as default_constants
 from cheaptune.estimate.scaling import scaling_efficiency
 from cheaptune.estimate.throughput import ModelShape, estimate_throughput
-from cheaptune.plan import choose, explain, scaleout
+from cheaptune.plan import choose, explain, hosted, scaleout
 from cheaptune.plan.candidates import Exclusion, FitFn, GpuFit, MultiFitFn, fit_pair, planned_micro
 from cheaptune.plan.doctor import Facts, Finding, run_checks
 from cheaptune.plan.pricing import INTER_NODE_NETWORK, Option, precision_for, price_option, startup_seconds
@@ -40,6 +40,7 @@ class PlanResult:
     notes: list[str] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)
     high_end: str = ""  # the recommendation at the top of the spot interruption ranges
+    hosted: str = ""  # the same job on a hosted fine-tuning API
 
     @property
     def recommended(self) -> Option | None:
@@ -104,6 +105,7 @@ def make_plan(
     result.why = explain.why(best, ranked, c.objective)
     result.why_not = explain.why_not(ranked, excluded, c.objective, c.max_gpus)
     result.high_end = explain.high_end(ranked, c.objective)
+    result.hosted = hosted.compare(shape.params, w.train_tokens, best)
     facts = _facts(best, ranked, w, c, context_length, offers, shape, consts, fit)
     result.warnings = run_checks(facts) + explain.sanity(best, ranked) + explain.listing(best)
     return result
