@@ -71,6 +71,7 @@ class ProbeCallback(TrainerCallback):
         self._n = 0
         self._t0 = self._t1 = 0.0
         self._tok0 = self._tok1 = 0
+        self._last = (0.0, 0)
 
     def on_train_begin(self, args, state, control, **kwargs):
         if self.result is None:  # after an out-of-memory fallback the probe measures the new settings
@@ -85,10 +86,17 @@ class ProbeCallback(TrainerCallback):
             return
         self._n += 1
         now, tokens = self.clock(), int(state.num_input_tokens_seen or 0)
+        self._last = (now, tokens)
         if self._n == 1:  # the first step carries the warm-up; the pace is measured after it when it can be
             self._t1, self._tok1 = now, tokens
-        if self._n < self.steps:
-            return
+        if self._n >= self.steps:
+            self._measure(args, now, tokens)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.result is None and self._n > 0:  # a run shorter than the probe: measure what there was
+            self._measure(args, *self._last)
+
+    def _measure(self, args, now: float, tokens: int) -> None:
         t_ref, tok_ref, n = (self._t1, self._tok1, self._n - 1) if self._n > 1 else (self._t0, self._tok0, 1)
         seconds = max(now - t_ref, 1e-9)
         allocated, reserved, used = device_peaks()
