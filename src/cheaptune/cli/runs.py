@@ -98,10 +98,13 @@ def compare_cmd(
         return
     from rich.table import Table
 
-    table = Table("id", "name", "method", "gpu", "$ actual", "$ predicted", "eval loss", "best trade-off")
+    table = Table("id", "name", "method", "gpu", "$ actual", "$ predicted", "eval loss", "quality", "vs cheapest",
+                  "best trade-off")
     for r in rows:
+        quality = "-" if r["quality"] is None else f"{r['quality_metric']} {100 * r['quality']:.1f}%"
         table.add_row(r["id"], r["name"] or "-", r["method"] or "-", r["gpu"] or "-", _money(r["cost_usd"]),
-                      _money(r["cost_predicted_usd"]), _num(r["eval_loss"]), "yes" if r["pareto"] else "")
+                      _money(r["cost_predicted_usd"]), _num(r["eval_loss"]), quality, r["vs_cheapest"] or "-",
+                      "yes" if r["pareto"] else "")
     console().print(table)
     if written:
         console().print(f"plot: {written}")

@@ -57,6 +57,15 @@ def evaluate(ref: str, data: str | None = None, *, dataset: Any = None, base: st
     return result
 
 
+def after_training(out_dir: Path, data: str | None, dataset: Any, run_id: str | None) -> dict[str, Any]:
+    """`eval_after: true`: the saved adapter scored on `data` (a file) or the validation split; the scores
+    go to the run's record and are returned for the training summary."""
+    result = evaluate(str(out_dir), data, dataset=None if data else dataset, progress=False)
+    if run_id is not None:
+        record(run_id, result)
+    return _event(result)
+
+
 def _event(result: dict[str, Any]) -> dict[str, Any]:
     keep = ("loss", "perplexity", "exact_match", "accuracy", "json_valid", "schema_valid")
     return {"data": result["data"], "rows": result["rows"],

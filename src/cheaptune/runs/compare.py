@@ -15,6 +15,9 @@ def compare_rows(runs: list[dict]) -> list[dict]:
         "cost_usd": r.get("cost_actual_usd"), "cost_predicted_usd": r.get("cost_predicted_usd"),
         "eval_loss": r.get("eval_loss"), "train_loss": r.get("train_loss"), "steps": r.get("steps"),
     } for r in runs]
+    for row, run in zip(rows, runs, strict=True):
+        row.update(_quality(run))
+    _versus_cheapest(rows)
     for row in rows:
         row["pareto"] = row["cost_usd"] is not None and row["eval_loss"] is not None and not any(
             o is not row and o["cost_usd"] is not None and o["eval_loss"] is not None
@@ -23,6 +26,28 @@ def compare_rows(runs: list[dict]) -> list[dict]:
             for o in rows
         )
     return sorted(rows, key=lambda r: (r["cost_usd"] is None, r["cost_usd"] or 0.0))
+
+
+def _quality(run: dict) -> dict:
+    """The headline score of the run's last eval (accuracy, else JSON schema validity, else exact match)."""
+    evals = [e["detail"] for e in run.get("events", []) if e["kind"] == "eval" and e.get("detail")]
+    tuned = evals[-1].get("tuned", {}) if evals else {}
+    key = next((k for k in ("accuracy", "schema_valid", "json_valid", "exact_match") if k in tuned), None)
+    return {"quality_metric": key, "quality": tuned.get(key) if key else None,
+            "quality_base": evals[-1].get("base", {}).get(key) if key else None}
+
+
+def _versus_cheapest(rows: list[dict]) -> None:
+    """'+6.0 points for 2.1x the cost' against the cheapest run scored on the same metric."""
+    scored = [r for r in rows if r["quality"] is not None and r["cost_usd"]]
+    for row in rows:
+        row["vs_cheapest"] = None
+        peers = [r for r in scored if r["quality_metric"] == row["quality_metric"]]
+        if row in scored and len(peers) > 1:
+            ref = min(peers, key=lambda r: r["cost_usd"])
+            if ref is not row:
+                row["vs_cheapest"] = (f"{100 * (row['quality'] - ref['quality']):+.1f} points for "
+                                      f"{row['cost_usd'] / ref['cost_usd']:.1f}x the cost")
 
 
 def plot_compare(rows: list[dict], path: str | Path) -> Path | None:

@@ -35,6 +35,9 @@ def _check(cfg: TrainConfig) -> None:
         raise BadInput("no dataset: set datasets: [{path: ...}] in the config or pass --data")
     outputs.check_merge(cfg)
     resolve_report_to(cfg.report_to)  # an unknown or missing tracker fails before any model loads
+    if cfg.eval_after and (cfg.method == "full" or not (cfg.eval_data or cfg.val_set_size)):
+        raise BadInput("eval_after scores an adapter against its base on held-out rows: it needs an adapter "
+                       "method and val_set_size or eval_data")
 
 
 def load_data(cfg: TrainConfig) -> tuple[Any, Any, str]:
@@ -202,6 +205,10 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
         tokenizer.save_pretrained(str(out_dir))
         if cfg.merge:
             extra["merged_dir"] = str(outputs.merge(cfg, out_dir, tokenizer))
+        if cfg.eval_after:
+            from cheaptune.evaluate.run import after_training
+
+            extra["eval"] = after_training(out_dir, cfg.eval_data, eval_ds, run.id if run is not None else None)
         tokens_segment = int(trainer.state.num_input_tokens_seen or 0) - tokens0
         summary = outputs.write_summary(cfg, trainer.state, seconds=seconds, tokens_segment=tokens_segment,
                                         final_eval_loss=final_eval, precision=prec.name, extra=extra)
