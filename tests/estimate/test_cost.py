@@ -35,11 +35,21 @@ def test_egress_zero_where_free():
 def test_artifacts_adapter_vs_merged():
     a = cost.artifact_sizes("lora", total_params=7_000_000_000, trainable_params=40_000_000)
     f = cost.artifact_sizes("full", total_params=7_000_000_000, trainable_params=7_000_000_000)
-    assert a.shipped_bytes("lora") == 80_000_000
+    assert a.shipped_bytes("lora") == 160_000_000  # fp32 adapters (bf16-mixed)
     assert a.shipped_bytes("lora", merged=True) == 14_000_000_000
     assert f.shipped_bytes("full") == 14_000_000_000
-    assert f.checkpoint_bytes == 14_000_000_000 + 56_000_000_000  # bf16 weights + fp32 Adam moments
-    assert a.checkpoint_bytes == 80_000_000 + 320_000_000
+    assert f.checkpoint_bytes == 14_000_000_000 + 28_000_000_000  # bf16-true: bf16 weights and bf16 moments
+    assert a.checkpoint_bytes == 160_000_000 + 320_000_000  # fp32 adapter + fp32 moments
+
+
+def test_checkpoint_bytes_follow_each_methods_dtypes():
+    n = 1_000_000
+    mixed = cost.artifact_sizes("full", 7 * n, 7 * n, precision="bf16-mixed")
+    assert mixed.checkpoint_bytes == 7 * n * (4 + 8)  # fp32 master weights and fp32 moments
+    q = cost.artifact_sizes("qlora", 7 * n, n)
+    assert (q.adapter_bytes, q.checkpoint_bytes) == (2 * n, 2 * n + 4 * n)  # trl casts QLoRA adapters to bf16
+    eight = cost.artifact_sizes("lora", 7 * n, n, optimizer="adamw-8bit")
+    assert eight.checkpoint_bytes == 4 * n + 2 * n  # two uint8 moments
 
 
 def test_summary_adds_total():

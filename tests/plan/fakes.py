@@ -54,7 +54,7 @@ def fake_fit(headroom=0.10, needs=None, effective_batch=16):
     """Peak = need at one sequence + PER_SEQ per extra sequence; the outcome is at the planned micro-batch."""
     needs = needs or NEEDS
 
-    def fit(method: str, mem: int) -> FitOutcome:
+    def fit(method: str, mem: int, precision: str = "bf16-true") -> FitOutcome:
         usable = mem * (1 - headroom)
         need = needs[method]
         if need > usable:
@@ -73,7 +73,7 @@ def fake_multi_fit(headroom=0.10, needs=None, effective_batch=16, calls=None):
     """Per-GPU peak = the model state (whole for ddp, split N ways otherwise) + PER_SEQ per sequence."""
     needs = needs or NEEDS
 
-    def fit(method: str, mem: int, gpus: int, sharding: str, offload: bool) -> FitOutcome:
+    def fit(method: str, mem: int, gpus: int, sharding: str, offload: bool, precision: str = "bf16-true") -> FitOutcome:
         if calls is not None:
             calls.append((method, mem, gpus, sharding, offload))
         state = needs[method] - PER_SEQ

@@ -28,6 +28,7 @@ def test_clean_facts_have_no_findings():
 
 @pytest.mark.parametrize("changes, code", [
     ({"peak_bytes": 78 * GIB}, "thin_headroom"),
+    ({"peak_bytes": 81 * GIB}, "does_not_fit"),
     ({"method": "full", "peft_alternative": "lora on A100 ($2.00)"}, "full_where_peft_fits"),
     ({"method": "qlora", "lora_same_gpu": "$2.00 vs $3.00"}, "qlora_where_lora_fits"),
     ({"spot_alternative": "spot at aws would cost $1.00"}, "on_demand_where_spot_ok"),
@@ -46,7 +47,7 @@ def test_each_check_fires(changes, code):
 
 
 def test_every_check_has_a_test_and_one_line_messages():
-    tested = {"thin_headroom", "full_where_peft_fits", "qlora_where_lora_fits", "on_demand_where_spot_ok",
+    tested = {"does_not_fit", "thin_headroom", "full_where_peft_fits", "qlora_where_lora_fits", "on_demand_where_spot_ok",
               "spot_without_checkpoints", "no_budget", "no_bf16", "seq_beyond_context", "short_job", "merged_egress",
               "data_starvation"}
     assert {c.__name__ for c in doctor.CHECKS} == tested
@@ -54,7 +55,7 @@ def test_every_check_has_a_test_and_one_line_messages():
                   context_length=4096, packing=False, overhead_share=0.9, egress_merged_usd=9.0, total_usd=10.0,
                   peak_bytes=15 * GIB, gpu_memory_bytes=15 * GIB)
     for f in run_checks(worst):
-        assert "\n" not in f.message and f.severity in ("warn", "info")
+        assert "\n" not in f.message and f.severity in ("error", "warn", "info")
 
 
 def test_doctor_cli_on_axolotl_config(tmp_path, run_cli):
@@ -76,3 +77,18 @@ def test_doctor_cli_bad_config_is_exit_2(tmp_path, run_cli):
     assert code == 2 and "error:" in err and "Traceback" not in err
     code, _, err = run_cli("doctor", str(tmp_path / "missing.yml"))
     assert code == 2
+
+
+def test_doctor_estimates_the_configs_own_settings(tmp_path, run_cli):
+    """A 70B full fine-tune at micro-batch 16, seq 4096 on a T4 cannot fit: the doctor says so with the peak
+    it estimated for those settings (fp16-mixed on a board without bf16), and a small LoRA run fits."""
+    cfg = tmp_path / "big.yml"
+    cfg.write_text("base_model: meta-llama/Llama-2-70b-hf\nmethod: full\nmicro_batch_size: 16\n"
+                   "sequence_len: 4096\nbudget_usd: 5\n")
+    code, out, err = run_cli("doctor", str(cfg), "--gpu", "T4", "--json")
+    assert code == 0, err
+    found = {f["code"]: f for f in json.loads(out)["findings"]}
+    assert found["does_not_fit"]["severity"] == "error"
+    peak = float(found["does_not_fit"]["message"].split("estimated peak ")[1].split(" GiB")[0])
+    assert peak > 16 * 70e9 / GIB  # fp32 master weights + fp32 moments: far beyond the board
+    assert "thin_headroom" not in found

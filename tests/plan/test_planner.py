@@ -7,6 +7,7 @@ import pytest
 from cheaptune.errors import BadInput, Infeasible
 from cheaptune.plan.planner import make_plan
 from cheaptune.plan.workload import Constraints, Workload
+from tests.plan import fakes
 from tests.plan.fakes import GIB, GPUS, OFFERS, PER_SEQ, SHAPE_7B, fake_fit, offer
 
 W = Workload(tokens=20_000_000, epochs=2, seq_len=2048, effective_batch=16)
@@ -107,9 +108,9 @@ def test_one_fit_per_method_and_memory_size():
     calls = []
     inner = fake_fit()
 
-    def counting(method, mem):
-        calls.append((method, mem))
-        return inner(method, mem)
+    def counting(method, mem, precision):
+        calls.append((method, mem, precision))
+        return inner(method, mem, precision)
 
     plan(fit=counting)
     main_calls = calls[: len(set(calls))]
@@ -127,7 +128,8 @@ def test_warnings_from_doctor():
     assert "no_budget" in codes
     codes = {w.code for w in plan(Constraints(methods=("full",))).warnings}
     assert "full_where_peft_fits" in codes
-    codes = {w.code for w in plan(Constraints(methods=("qlora",), gpus=("A100-80GB",))).warnings}
+    small_steps = Workload(tokens=20_000_000, seq_len=512, effective_batch=1)  # dequant per 512 tokens (LitGPT's case)
+    codes = {w.code for w in plan(Constraints(methods=("qlora",), gpus=("A100-80GB",)), w=small_steps).warnings}
     assert "qlora_where_lora_fits" in codes
     codes = {w.code for w in plan(Constraints(spot="never", gpus=("A100-80GB",))).warnings}
     assert "on_demand_where_spot_ok" in codes
@@ -259,3 +261,18 @@ def test_no_hosted_price_for_a_model_outside_every_bracket():
     from cheaptune.plan.hosted import compare
 
     assert "no hosted fine-tuning price on file for a 405.0B model" in compare(405e9, 1e6, plan().recommended)
+
+
+def test_the_data_audit_reports_lengths_cuts_duplicates_and_other_seq_lens():
+    lengths = tuple([500] * 90 + [3000] * 10)  # a tenth of the examples pass --seq-len 2048
+    w = Workload(tokens=sum(lengths) * 200, epochs=1, seq_len=2048, effective_batch=16, examples=100,
+                 lengths=lengths, duplicates=5)
+    r = plan(Constraints(methods=("lora",)), w=w)
+    assert r.audit[0] == "example lengths: median 500, p90 3000, p99 3000, max 3000 tokens (100 examples)"
+    assert r.audit[1].startswith("--seq-len 2048 truncates 10.0% of examples and cuts 12.7% of the tokens")
+    assert "5 examples are exact duplicates" in r.audit[2]
+    shorter = next(x for x in r.audit if x.startswith("seq 2048 -> 1024"))
+    assert "cheaper" in shorter and "10.0% of examples truncated" in shorter
+    longer = next(x for x in r.audit if x.startswith("seq 2048 -> 4096"))
+    assert "dearer" in longer and "0.0% of examples truncated" in longer and "memory not re-checked" in longer
+    assert plan().audit == []  # --tokens: nothing to audit

@@ -142,7 +142,7 @@ def test_train_takes_gpus_and_sharding_from_a_single_node_plan(tmp_path):
 
     plan = planfile.PlanFile(
         created="2026-11-30T00:00:00Z", cheaptune_version="0", model="llama-2-70b",
-        train=planfile.TrainSettings(method="full", sharding="fsdp"),
+        train=planfile.TrainSettings(method="full", precision="bf16-true", gpus=8, sharding="fsdp"),
         offer=planfile.Offer(provider="lambda", gpu="H100", gpu_count=8, price_per_hour=24.0),
         prediction=planfile.Prediction(peak_vram_bytes=1, gpu_memory_bytes=2, tokens=1, tokens_per_s=1.0, hours=1.0,
                                        cost=planfile.CostBreakdown(compute=1.0, total=1.0)))

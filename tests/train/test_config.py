@@ -67,7 +67,7 @@ def test_plan_supplies_method_batch_and_price(tmp_path):
     plan = PlanFile(
         created="2026-11-30T00:00:00", cheaptune_version="0.1.0", model="some/model", dataset="d.jsonl",
         train=TrainSettings(method="qlora", micro_batch=4, grad_accum=8, grad_ckpt=True, seq_len=1024,
-                            precision="bf16-mixed", optimizer="paged_adamw_8bit", checkpoint_minutes=12.5),
+                            precision="bf16-true", optimizer="paged-adamw-8bit", checkpoint_minutes=12.5),
         offer=Offer(provider="x", gpu="A100-80GB", spot=True, kind="spot", price_per_hour=1.5, billing_unit_s=60),
         prediction=Prediction(peak_vram_bytes=10**10, gpu_memory_bytes=8 * 10**10, tokens=10**6, tokens_per_s=1000,
                               hours=0.3, cost=CostBreakdown(compute=0.45, total=0.5)),
@@ -78,8 +78,12 @@ def test_plan_supplies_method_batch_and_price(tmp_path):
                 overrides={"gradient_accumulation_steps": 2})
     assert cfg.base_model == "mine"  # the config's model wins; the plan fills gaps only
     assert cfg.datasets[0].path == "d.jsonl"
-    assert (cfg.method, cfg.micro_batch_size, cfg.gradient_accumulation_steps) == ("qlora", 4, 2)
-    assert cfg.gradient_checkpointing and cfg.precision == "bf16-mixed" and cfg.optimizer == "paged_adamw_8bit"
+    # settings the config file or a flag gives win over the plan, and are recorded for the warning
+    assert (cfg.method, cfg.micro_batch_size, cfg.gradient_accumulation_steps) == ("qlora", 1, 2)
+    assert cfg._plan_overrides == {"micro_batch_size": (4, 1), "gradient_accumulation_steps": (8, 2)}
+    # the precision the plan was sized at, unchanged (not turned into a -mixed one), and the quantization
+    assert cfg.gradient_checkpointing and cfg.precision == "bf16-true" and cfg.optimizer == "paged_adamw_8bit"
+    assert (cfg.quant, cfg.sequence_len, cfg.attn) == ("nf4-dq", 1024, "sdpa")
     assert (cfg.price_per_hour, cfg.billing_unit_s, cfg.save_minutes, cfg.budget_usd) == (1.5, 60, 12.5, 2.0)
     assert cfg.predicted_cost_usd == 0.5
 
@@ -96,7 +100,7 @@ def test_plan_over_budget_refuses_before_loading_unless_forced(tmp_path, run_cli
 
     plan = PlanFile(
         created="2026-11-30T00:00:00", cheaptune_version="0.1.0", model="some/model", dataset="d.jsonl",
-        train=TrainSettings(method="lora"), offer=Offer(provider="x", gpu="L4", price_per_hour=0.7),
+        train=TrainSettings(method="lora", precision="bf16-mixed"), offer=Offer(provider="x", gpu="L4", price_per_hour=0.7),
         prediction=Prediction(peak_vram_bytes=10**9, gpu_memory_bytes=24 * 10**9, tokens=10**6, tokens_per_s=1000,
                               hours=4.0, cost=CostBreakdown(compute=2.8, total=3.0)),
     )

@@ -211,6 +211,19 @@ def resolve_model(name_or_path: str | os.PathLike, path: Path | None = None) -> 
     raise BadInput(f"unknown model {shown!r}{hint}")
 
 
+def loadable_name(name_or_path: str | os.PathLike, spec: ModelSpec) -> str:
+    """What `from_pretrained` can load for what the user typed: a local folder as an absolute path, a
+    hub id as typed (an instruct variant planned on its base's architecture keeps its own id), and a
+    catalog alias as the catalog's hub id."""
+    raw = str(name_or_path).strip()
+    local = Path(raw).expanduser()
+    if local.exists():
+        return str((local if local.is_dir() else local.parent).resolve())
+    if raw.count("/") == 1 and all(raw.split("/")) and raw.lower() != spec.id.lower():
+        return raw
+    return spec.id
+
+
 def to_hf_config(spec: ModelSpec, **overrides: Any):
     """A transformers PretrainedConfig for building the model (never with remote code)."""
     from transformers import AutoConfig

@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
         micro_batch: int = typer.Option(None, "--micro-batch", callback=bounded(1, 2**16), help="Sequences per GPU per step."),
         seq_len: int = typer.Option(None, "--seq-len", callback=bounded(1, 10**7), help="Tokens per sequence (packed)."),
         precision: str = typer.Option(None, "--precision", help="bf16-true, bf16-mixed, fp16-mixed, fp32 (default per method)."),
-        quant: str = typer.Option(None, "--quant", help="nf4, nf4-dq (qlora default), int8."),
+        quant: str = typer.Option(None, "--quant", help="nf4, or nf4-dq (qlora default: double quantization)."),
         grad_ckpt: bool = typer.Option(False, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
         optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adamw-8bit, paged-adamw-8bit, sgd, adafactor."),
         attn: str = typer.Option("sdpa", "--attn", help="sdpa, flash, eager."),

@@ -51,12 +51,12 @@ def plan_command(
     """Rank method x GPU x provider x spot by total cost (or time) and explain the choice."""
     from cheaptune.catalog.gpus import resolve_gpu
     from cheaptune.catalog.models import loadable_name, resolve_model
-    from cheaptune.errors import Infeasible
+    from cheaptune.errors import BadInput, Infeasible
     from cheaptune.estimate.throughput import ModelShape
     from cheaptune.plan import planfile, render, sources
     from cheaptune.plan.planner import make_plan
     from cheaptune.plan.save import to_planfile
-    from cheaptune.plan.workload import Constraints, parse_methods
+    from cheaptune.plan.workload import Constraints, check_providers, parse_methods
 
     if model_opt is not None and model_arg is not None and dataset is None and Path(model_arg).is_file():
         model_arg, dataset = None, Path(model_arg)  # `plan --model M data.jsonl`: the one positional is the data
@@ -72,14 +72,17 @@ def plan_command(
         gpus=tuple(resolve_gpu(g).name for g in _csv(gpus)),
     ).validate()
     spec = resolve_model(model)
+    context = spec.config.get("max_position_embeddings")
+    if context and seq_len > context:
+        raise BadInput(f"--seq-len {seq_len} is beyond {spec.id}'s context of {context} tokens; lower it")
     workload = sources.build_workload(spec, str(dataset) if dataset else None, _whole(tokens, "--tokens"),
                                       _whole(examples, "--examples"), avg_tokens, epochs, seq_len, effective_batch)
     shape = ModelShape.from_config(spec.config, spec.params)
     gpu_list, offers = sources.load_catalog(prices.lower())
+    check_providers(constraints, (o.provider for o in offers))
     fit = sources.real_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch,
                            workload.effective_batch)
     multi_fit = sources.real_multi_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch)
-    context = spec.config.get("max_position_embeddings")
     def run(c: Constraints, w) -> object:
         return make_plan(spec.id, shape, context, w, c, gpu_list, offers, fit, multi_fit=multi_fit)
 

@@ -117,6 +117,10 @@ def train(
     if data:
         overrides["datasets"] = [{"path": p, "type": data_format or "auto"} for p in data]
     cfg = build(config, plan, overrides)
+    if plan is not None and not child:
+        from cheaptune.train.plancheck import check_plan_overrides
+
+        check_plan_overrides(cfg, plan, force)
     if data_format and not data:
         cfg = cfg.model_copy(update={"datasets": [d.model_copy(update={"type": data_format}) for d in cfg.datasets]})
     guard_settings(cfg)  # bad guard-rail settings fail here, before any model loads

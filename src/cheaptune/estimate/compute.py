@@ -44,7 +44,7 @@ def _simulated(req, cfg: dict):
 def compute(req, cfg: dict, inputs: dict, version: str):
     from cheaptune.estimate.memory import MemoryEstimate
 
-    sim, why = (None, "int8 is not simulated") if req.quant == "int8" else _simulated(req, cfg)
+    sim, why = _simulated(req, cfg)
     if sim is not None:
         res, how = sim
         phase_peaks, breakdown = dict(res.phase_peaks), dict(res.breakdown)

@@ -68,12 +68,34 @@ class Artifacts:
         return self.merged_bytes if (method == "full" or merged) else self.adapter_bytes
 
 
-def artifact_sizes(method: str, total_params: int, trainable_params: int, optimizer_bytes_per_param: float = 8) -> Artifacts:
-    """bf16 weights; a checkpoint adds fp32 Adam moments (8 B/param) for the trainable weights."""
-    adapter = trainable_params * BF16_BYTES
+# Optimizer state saved per trainable parameter, in units of the parameter's own bytes (torch AdamW keeps
+# two moments in the parameter's dtype) or as fixed bytes (bitsandbytes 8-bit: two uint8 moments; HF's
+# `sgd` has no momentum; Adafactor's factored second moment is negligible per parameter).
+OPTIMIZER_STATE = {"adamw": ("per_param_dtype", 2.0), "adamw-8bit": ("bytes", 2.0),
+                   "paged-adamw-8bit": ("bytes", 2.0), "sgd": ("bytes", 0.0), "adafactor": ("bytes", 0.0)}
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def trainable_bytes(method: str, precision: str | None = None) -> int:
+    """Bytes per trainable weight as the trainer holds (and saves) it: the policy's adapter dtype for
+    PEFT methods; for full fine-tuning the base dtype (fp32 master weights under -mixed)."""
+    from cheaptune.estimate.policy import DEFAULT_PRECISION, resolve_policy
+
+    pol = resolve_policy(method, precision or DEFAULT_PRECISION[method])
+    return _DTYPE_BYTES[pol.base if method == "full" else pol.adapter]
+
+
+def artifact_sizes(method: str, total_params: int, trainable_params: int, precision: str | None = None,
+                   optimizer: str = "adamw") -> Artifacts:
+    """Adapter as trained (its real dtype), merged model in 16 bits, and a checkpoint: the trained weights
+    plus the optimizer state, both in the dtypes the run keeps (precision None: the method's default)."""
+    per_weight = trainable_bytes(method, precision)
+    kind, n = OPTIMIZER_STATE[optimizer]
+    per_state = n * per_weight if kind == "per_param_dtype" else n
+    adapter = trainable_params * per_weight
     merged = total_params * BF16_BYTES
-    trained = merged if method == "full" else adapter
-    ckpt = trained + int(trainable_params * optimizer_bytes_per_param)
+    trained = trainable_params * per_weight if method == "full" else adapter
+    ckpt = trained + int(trainable_params * per_state)
     return Artifacts(adapter, merged, ckpt)
 
 

@@ -20,14 +20,15 @@ from cheaptune.estimate.policy import (
     ATTNS,
     DEFAULT_PRECISION,
     DEFAULT_QUANT,
+    INT8_REFUSAL,
     LOSSES,
     METHODS,
     OPTIMIZERS,
     PRECISIONS,
     QUANTS,
 )
-from cheaptune.estimate.sharding import check_sharding, shard_estimate
 from cheaptune.estimate.profiles import get_profile
+from cheaptune.estimate.sharding import check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
@@ -57,10 +58,10 @@ class EstimateRequest:
     offload: bool = False  # fsdp/zero: sharded model state in host RAM
     allow_long_context: bool = False
     full_sim: bool = False  # simulate every block instead of extrapolating from 1-2 periods
-
     trainer: str = "cheaptune"  # whose step is simulated: estimate/data/profiles.yaml
     lora_dropout: float | None = None  # None: the trainer's default
     bnb_keeps_input: bool = False  # bitsandbytes < 0.43.2 kept each 4-bit matmul's input (profiles.py)
+
 
 @dataclass
 class MemoryEstimate:
@@ -132,6 +133,8 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
     if req.lora_dropout is not None and not 0 <= req.lora_dropout < 1:
         raise BadInput(f"lora dropout must be in [0, 1) (got {req.lora_dropout})")
     quant = req.quant or DEFAULT_QUANT.get(req.method)
+    if quant == "int8":
+        raise BadInput(INT8_REFUSAL)
     if quant is not None:
         choice(quant, QUANTS, "--quant")
         if req.method != "qlora":

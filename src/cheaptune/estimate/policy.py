@@ -33,7 +33,10 @@ from dataclasses import dataclass
 
 METHODS = ("full", "lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning")
 PRECISIONS = ("bf16-true", "bf16-mixed", "fp16-mixed", "fp32")
-QUANTS = ("nf4", "nf4-dq", "int8")
+# 4-bit NF4 only: an LLM.int8 base is neither simulated nor trained, so it is refused everywhere (INT8_REFUSAL).
+QUANTS = ("nf4", "nf4-dq")
+INT8_REFUSAL = ("an int8 (LLM.int8) base is not supported by cheaptune's estimate or trainer; use quant nf4 or "
+                "nf4-dq (QLoRA), or method lora on a 16-bit base")
 OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor")
 ATTNS = ("sdpa", "flash", "eager")
 # "trl": our trainer (trl SFTTrainer's chunked LM head, no full logits); "hf": a plain transformers Trainer,
@@ -70,6 +73,12 @@ HF_OPTIM: dict[str, dict[str, str]] = {
     },
 }
 HF_OPTIM["cpu"] = dict(HF_OPTIM["cuda"])
+
+
+def training_precision(method: str, gpu_bf16: bool) -> str:
+    """The precision a run of `method` uses on a GPU with (or without) bf16: the one the plan's fit
+    simulates and the trainer runs, so plan and run never disagree."""
+    return DEFAULT_PRECISION[method] if gpu_bf16 else NO_BF16_PRECISION
 
 
 def hf_optim(optimizer: str = DEFAULT_OPTIMIZER, device: str = "cuda") -> str:

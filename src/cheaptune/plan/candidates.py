@@ -27,9 +27,18 @@ class FitOutcome:
     basis: str = ""
 
 
-FitFn = Callable[[str, int], FitOutcome]  # (method, gpu_memory_bytes) -> outcome
-# (method, gpu_memory_bytes, total GPUs, sharding, offload) -> per-GPU outcome
-MultiFitFn = Callable[[str, int, int, str, bool], FitOutcome]
+# The precision argument is the one the run will use on that GPU (estimate.policy.training_precision):
+# a board without bf16 trains fp16-mixed, which holds fp32 master weights, so it is fitted as such.
+FitFn = Callable[[str, int, str], FitOutcome]  # (method, gpu_memory_bytes, precision) -> outcome
+# (method, gpu_memory_bytes, total GPUs, sharding, offload, precision) -> per-GPU outcome
+MultiFitFn = Callable[[str, int, int, str, bool, str], FitOutcome]
+
+
+def run_precision(method: str, gpu: Any) -> str:
+    """The precision `method` trains at on `gpu`: what the fit simulates and the plan file stores."""
+    from cheaptune.estimate.policy import training_precision
+
+    return training_precision(method, bool(getattr(gpu, "bf16", True)))
 
 
 def planned_micro(largest: int, effective_batch: int, gpus: int = 1) -> tuple[int, int]:
@@ -75,16 +84,17 @@ def hardware_problem(method: str, gpu: Any) -> str | None:
 
 
 def fit_pair(
-    method: str, gpu: Any, fit: FitFn, headroom: float, cache: dict[tuple[str, int], FitOutcome]
+    method: str, gpu: Any, fit: FitFn, headroom: float, cache: dict[tuple[str, int, str], FitOutcome]
 ) -> GpuFit | Exclusion:
     """Does `method` fit on `gpu`? `cache` shares one fit among GPUs of the same memory size."""
     option = {"method": method, "gpu": gpu.name, "gpu_count": 1, "gpu_memory_bytes": gpu.memory_bytes}
     problem = hardware_problem(method, gpu)
     if problem:
         return Exclusion(option, problem, "hardware")
-    key = (method, gpu.memory_bytes)
+    precision = run_precision(method, gpu)
+    key = (method, gpu.memory_bytes, precision)
     if key not in cache:
-        cache[key] = fit(method, gpu.memory_bytes)
+        cache[key] = fit(method, gpu.memory_bytes, precision)
     out = cache[key]
     if out.fits:
         return GpuFit(method, gpu, out)
@@ -100,6 +110,6 @@ def fit_all(
 ) -> tuple[list[GpuFit], list[Exclusion]]:
     """Every (method, GPU) that fits, and why each other pair does not."""
     gpus = list(gpus)
-    cache: dict[tuple[str, int], FitOutcome] = {}
+    cache: dict[tuple[str, int, str], FitOutcome] = {}
     results = [fit_pair(m, g, fit, headroom, cache) for m in methods for g in gpus]
     return [r for r in results if isinstance(r, GpuFit)], [r for r in results if isinstance(r, Exclusion)]

@@ -42,7 +42,7 @@ def facts_from_config(cfg: Any, gpu: Any = None, spot: bool | None = None, fit: 
     )
     if gpu is not None:
         facts.gpu_name, facts.gpu_bf16, facts.gpu_memory_bytes = gpu.name, gpu.bf16, gpu.memory_bytes
-        facts.peak_bytes = cfg.predicted_peak_bytes
+        facts.peak_bytes = own_peak(cfg, gpu) or cfg.predicted_peak_bytes
         lora = _try_fit(fit, gpu) if cfg.method in ("full", "qlora") else None
         if lora is not None:
             if lora.fits and cfg.method == "full":
@@ -52,11 +52,36 @@ def facts_from_config(cfg: Any, gpu: Any = None, spot: bool | None = None, fit: 
     return facts
 
 
+def run_precision(cfg: Any, gpu: Any) -> str:
+    """The precision the config trains at on this GPU: what it asks for, else the policy's for the board."""
+    from cheaptune.estimate.policy import training_precision
+    from cheaptune.train.methods import asked_precision
+
+    return asked_precision(cfg) or training_precision(cfg.method, bool(gpu.bf16))
+
+
+def own_peak(cfg: Any, gpu: Any) -> int | None:
+    """The estimated device total of the config's own settings on one `gpu`; None when it cannot be
+    estimated (no model, an unknown model or optimizer: the other checks still run)."""
+    if not cfg.base_model:
+        return None
+    from cheaptune.estimate.memory import estimate_memory
+    from cheaptune.train.settings import from_config
+
+    try:
+        settings = from_config(cfg, run_precision(cfg, gpu))
+        return estimate_memory(settings.request(cfg.base_model)).device_total_bytes
+    except (BadInput, ValueError):
+        return None
+
+
 def _try_fit(fit: Any, gpu: Any) -> Any:
     """LoRA's fit on this GPU, or None when it cannot be estimated (the other checks say why)."""
     if fit is None:
         return None
+    from cheaptune.estimate.policy import training_precision
+
     try:
-        return fit("lora", gpu.memory_bytes)
+        return fit("lora", gpu.memory_bytes, training_precision("lora", bool(gpu.bf16)))
     except BadInput:
         return None

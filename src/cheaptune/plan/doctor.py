@@ -22,7 +22,7 @@ MIN_WORKERS = 2
 class Finding:
     code: str
     message: str
-    severity: str = "warn"  # warn | info
+    severity: str = "warn"  # error (the run will fail) | warn | info
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
@@ -54,8 +54,17 @@ class Facts:
     spot_alternative: str | None = None  # "spot at $1.20" when on-demand was chosen and spot is cheaper
 
 
+def does_not_fit(f: Facts) -> Finding | None:
+    if f.peak_bytes and f.gpu_memory_bytes and f.peak_bytes > f.gpu_memory_bytes:
+        return Finding("does_not_fit", f"estimated peak {f.peak_bytes / 1024**3:.1f} GiB per GPU is more than "
+                       f"{f.gpu_name or 'the GPU'}'s {f.gpu_memory_bytes / 1024**3:.1f} GiB: it will run out of memory; "
+                       "lower micro_batch_size, enable gradient_checkpointing, use LoRA/QLoRA, or a bigger GPU "
+                       "(`cheaptune plan` finds one)", "error")
+    return None
+
+
 def thin_headroom(f: Facts) -> Finding | None:
-    if f.peak_bytes and f.gpu_memory_bytes:
+    if f.peak_bytes and f.gpu_memory_bytes and f.peak_bytes <= f.gpu_memory_bytes:
         free = 1 - f.peak_bytes / f.gpu_memory_bytes
         if free < THIN_HEADROOM:
             return Finding("thin_headroom", f"only {free:.0%} of {f.gpu_name or 'the GPU'}'s memory is left free; "
@@ -142,7 +151,7 @@ def data_starvation(f: Facts) -> Finding | None:
 
 
 CHECKS: tuple[Callable[[Facts], Finding | None], ...] = (
-    thin_headroom, full_where_peft_fits, qlora_where_lora_fits, on_demand_where_spot_ok, spot_without_checkpoints,
+    does_not_fit, thin_headroom, full_where_peft_fits, qlora_where_lora_fits, on_demand_where_spot_ok, spot_without_checkpoints,
     no_budget, no_bf16, seq_beyond_context, short_job, merged_egress, data_starvation,
 )
 

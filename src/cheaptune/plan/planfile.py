@@ -12,10 +12,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cheaptune.errors import BadInput
+from cheaptune.estimate.settings import TrainSettings
 from cheaptune.util import atomic
 from cheaptune.util.yamlfile import read_mapping
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: `train` holds every setting resolved (estimate.settings.TrainSettings)
+OLD_VERSIONS = {1: "version 1 plan files stored a precision other than the one the plan was sized at"}
 
 
 class _Strict(BaseModel):
@@ -48,25 +50,6 @@ class Offer(_Strict):
     total_cost: float | None = Field(None, description="this offer's expected total for the job, USD")
 
 
-class TrainSettings(_Strict):
-    """How to train: what `cheaptune train --plan` takes from the plan."""
-
-    method: str = Field(description="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning")
-    lora_r: int | None = 16
-    lora_alpha: int | None = 32
-    lora_targets: str | None = "all-linear"
-    precision: str = "bf16-mixed"
-    quant: str | None = None
-    optimizer: str = "adamw"
-    micro_batch: int = 1
-    grad_accum: int = 1
-    grad_ckpt: bool = False
-    seq_len: int = 2048
-    epochs: float = 1.0
-    sharding: str | None = Field(None, description="ddp | zero3 | fsdp | fsdp+offload on several GPUs; None on one")
-    checkpoint_minutes: float | None = Field(None, description="Young/Daly interval for spot; None on demand")
-
-
 class Prediction(_Strict):
     peak_vram_bytes: int = Field(description="per GPU, device total (what nvidia-smi shows)")
     gpu_memory_bytes: int
@@ -80,7 +63,8 @@ class PlanFile(_Strict):
     version: int = PLAN_VERSION
     created: str = Field(description="ISO timestamp")
     cheaptune_version: str
-    model: str = Field(description="catalog id, hub id or local path")
+    model: str = Field(description="what from_pretrained loads: a hub id or a local model folder")
+    model_label: str | None = Field(None, description="the name the user planned with (a catalog alias)")
     dataset: str | None = None
     train: TrainSettings
     offer: Offer
@@ -99,6 +83,11 @@ def load(path: str | Path) -> PlanFile:
     """Read and validate a plan file; any problem is one BadInput line."""
     p = Path(path)
     raw = read_mapping(p, "plan file", f"create one with `cheaptune plan ... --save {p}`")
+    version = raw.get("version", PLAN_VERSION)
+    if version != PLAN_VERSION:
+        why = OLD_VERSIONS.get(version, f"this cheaptune reads version {PLAN_VERSION}") if isinstance(version, int) else "not a number"
+        raise BadInput(f"plan file {p}: version {version!r} cannot be used ({why}); make it again with "
+                       f"`cheaptune plan ... --save {p}`")
     try:
         return PlanFile.model_validate(raw)
     except ValidationError as err:

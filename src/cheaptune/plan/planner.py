@@ -2,7 +2,7 @@
 
 Inputs are passed in (model shape, GPU list, offers, `fit` and `multi_fit` callables), so tests can plan
 over small hand-made catalogs; `plan.sources` wires in the real catalogs and the memory estimator.
-One GPU first; several GPUs (plan/scaleout.py) only for the methods one GPU cannot serve.
+One GPU first; then several GPUs (plan/scaleout.py) for every method, pruned by a lower bound on cost.
 """
 
 from __future__ import annotations
@@ -15,10 +15,17 @@ from typing import Any
 from cheaptune.errors import Infeasible
 from cheaptune.estimate.cost import SECONDS_PER_HOUR, compute_cost
 from cheaptune.estimate.cost import constants as default_constants
-from cheaptune.estimate.scaling import scaling_efficiency
-from cheaptune.estimate.throughput import ModelShape, estimate_throughput
-from cheaptune.plan import choose, explain, hosted, scaleout
-from cheaptune.plan.candidates import Exclusion, FitFn, GpuFit, MultiFitFn, fit_pair, planned_micro
+from cheaptune.estimate.throughput import Job, ModelShape, step_time
+from cheaptune.plan import choose, data_audit, explain, hosted, scaleout
+from cheaptune.plan.candidates import (
+    Exclusion,
+    FitFn,
+    GpuFit,
+    MultiFitFn,
+    fit_pair,
+    planned_micro,
+    run_precision,
+)
 from cheaptune.plan.doctor import Facts, Finding, run_checks
 from cheaptune.plan.pricing import INTER_NODE_NETWORK, Option, precision_for, price_option, startup_seconds
 from cheaptune.plan.scaleout import Candidate
@@ -41,6 +48,7 @@ class PlanResult:
     advice: list[str] = field(default_factory=list)
     high_end: str = ""  # the recommendation at the top of the spot interruption ranges
     hosted: str = ""  # the same job on a hosted fine-tuning API
+    audit: list[str] = field(default_factory=list)  # what the data costs (a plan from a dataset file)
 
     @property
     def recommended(self) -> Option | None:
@@ -106,6 +114,7 @@ def make_plan(
     result.why_not = explain.why_not(ranked, excluded, c.objective, c.max_gpus)
     result.high_end = explain.high_end(ranked, c.objective)
     result.hosted = hosted.compare(shape.params, w.train_tokens, best)
+    result.audit = data_audit.audit(w, best, shape, consts, context_length)
     facts = _facts(best, ranked, w, c, context_length, offers, shape, consts, fit)
     result.warnings = run_checks(facts) + explain.sanity(best, ranked) + explain.listing(best)
     return result
@@ -113,10 +122,11 @@ def make_plan(
 
 def _scale_out(c: Constraints, w: Workload, gpus: list[Any], allowed: list[Any], shape: ModelShape, consts: dict,
                multi_fit: MultiFitFn, feasible: list[Option], excluded: list[Exclusion], skipped: Counter) -> list[str]:
-    """Add multi-GPU options (one node, then several, then with CPU offload) for the methods one GPU
-    cannot serve, each stage only for methods the earlier ones did not serve; return notes."""
+    """Add multi-GPU options (one node for every method, then several nodes, then CPU offload, each only
+    for methods the earlier stages did not serve); candidates whose lower bound cannot reach the top are
+    never fitted (`_explore`). Return notes."""
     need = scaleout.methods_needing(c, feasible, excluded, skipped)
-    notes = [f"{m} tried on several GPUs: {why}" for m, why in need.items()]
+    notes = [f"{m} tried on several GPUs: {why}" for m, why in need.items() if why != scaleout.MAY_COST_LESS]
     cache: dict = {}
     todo = list(need)
     for multi_node, shardings in scaleout.STAGES:
@@ -140,15 +150,13 @@ def _scale_out(c: Constraints, w: Workload, gpus: list[Any], allowed: list[Any],
 
 
 def _best_case(k: Candidate, c: Constraints, w: Workload, shape: ModelShape, consts: dict) -> float:
-    """A lower bound on the candidate's cost (or hours): no checkpointing, the largest micro-batch, the
-    best scaling efficiency (DDP), no spot loss, the cheapest offer."""
+    """A lower bound on the candidate's cost (or hours): the compute part of the step-time model alone (no
+    communication, optimizer, dequant or fixed cost), no checkpointing, the largest micro-batch per GPU,
+    no spot loss, the cheapest offer. Every part left out is >= 0, so no option costs less."""
     micro, _ = planned_micro(w.effective_batch, w.effective_batch, k.gpus)
-    one = estimate_throughput(shape, k.gpu, k.method, w.seq_len, micro, False, 0, precision_for(k.gpu)).tokens_per_s
-    eff = 1.0
-    if k.gpus > 1:
-        eff = scaling_efficiency(k.gpus_per_node, k.nodes, getattr(k.gpu, "interconnect", "pcie"), "ddp",
-                                 network=INTER_NODE_NETWORK)
-    run_s = sum(startup_seconds(shape, w, consts).values()) + w.train_tokens / (one * k.gpus * eff)
+    st = step_time(Job(shape, k.method, w.seq_len, micro, precision=precision_for(k.gpu)), k.gpu)
+    one = micro * w.seq_len / st.parts["compute"]
+    run_s = sum(startup_seconds(shape, w, consts).values()) + w.train_tokens / (one * k.gpus)
     if c.objective == "time":
         return run_s / SECONDS_PER_HOUR
     return k.nodes * min(compute_cost(run_s, o.price_per_hour, o.billing_unit_s, o.min_billed_s) for o in k.offers)
@@ -196,7 +204,7 @@ def _shadow(method: str, best: Option, w: Workload, shape: ModelShape, consts: d
     """Price another method on the winner's GPU and offer (one GPU only), for the doctor's comparisons."""
     if best.total_gpus > 1 or best.offer is None:
         return None
-    out = fit(method, best.gpu_memory_bytes)
+    out = fit(method, best.gpu_memory_bytes, run_precision(method, gpu))
     if not out.fits:
         return None
     return price_option(GpuFit(method, gpu, out), best.offer, w, shape, consts)
@@ -220,7 +228,8 @@ def _facts(best: Option, ranked: list[Option], w: Workload, c: Constraints, cont
     spot_alt = None
     if not best.spot and c.spot == "never" and gpu is not None:
         spot_offers = [o for o in offers if o.gpu == best.gpu and o.spot and o.gpu_count == best.gpu_count]
-        gf = best.fit or GpuFit(best.method, gpu, fit(best.method, best.gpu_memory_bytes))
+        gf = best.fit or GpuFit(best.method, gpu, fit(best.method, best.gpu_memory_bytes,
+                                                             run_precision(best.method, gpu)))
         cheaper = [p for p in (price_option(gf, o, w, shape, consts) for o in spot_offers) if p.total < best.total]
         if cheaper:
             top = min(cheaper, key=lambda p: p.total)

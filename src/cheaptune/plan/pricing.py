@@ -2,7 +2,8 @@
 
 Time = start-up + tokens x epochs / tokens per s (+ expected spot losses); money = compute billed in the
 offer's unit and minimum + storage + egress + expected spot loss. Pure over its arguments.
-On several GPUs: tokens/s = one GPU's x N x scaling efficiency (estimate/scaling.py); every instance is
+Tokens/s come from the step-time model (estimate/throughput.py: compute, communication over the real
+link, optimizer, dequant, fixed cost) for the GPUs, sharding and micro-batch planned; every instance is
 billed for the whole run, and on several nodes the ones that come up first are billed while they wait.
 """
 
@@ -13,10 +14,10 @@ from typing import Any
 
 from cheaptune.catalog.interruption import host_rate, rate_for
 from cheaptune.estimate import cost as money
-from cheaptune.estimate.scaling import effective_throughput
+from cheaptune.estimate.scaling import Layout
 from cheaptune.estimate.spot import spot_overhead
-from cheaptune.estimate.throughput import ModelShape, estimate_throughput
-from cheaptune.plan.candidates import GpuFit, planned_micro
+from cheaptune.estimate.throughput import Job, ModelShape, step_time
+from cheaptune.plan.candidates import GpuFit, planned_micro, run_precision
 from cheaptune.plan.workload import Workload
 
 SECONDS_PER_HOUR = money.SECONDS_PER_HOUR
@@ -24,7 +25,7 @@ CHECKPOINTS_KEPT = 2  # the trainer keeps the last two checkpoints (save_total_l
 BF16_BYTES = 2
 HIGH_RISK_PREEMPTIONS = 1.0
 # Between nodes: the price files do not say which instances have InfiniBand/EFA, so we assume Ethernet
-# (the lower efficiency in estimate/data/scaling.yaml) and say so in the plan.
+# (the slower link in estimate/data/steptime.yaml) and say so in the plan.
 INTER_NODE_NETWORK = "ethernet"
 
 # The trainer's save interval is at least this: a job shorter than its Young/Daly interval still gets a
@@ -106,23 +107,17 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
     fit, gpu, nodes = gf.fit, gf.gpu, gf.nodes
     micro, accum = planned_micro(fit.micro_batch, workload.effective_batch, gf.gpus)
     precision = precision_for(gpu)
-    tput = estimate_throughput(
-        shape, gpu, gf.method, workload.seq_len, micro, fit.grad_ckpt, fit.trainable_params, precision
-    )
+    job = Job(shape, gf.method, workload.seq_len, micro, fit.grad_ckpt, fit.trainable_params, accum, precision)
+    sharding = (gf.sharding or "ddp") if gf.gpus > 1 else None
+    st = step_time(job, gpu, Layout(gf.gpus_per_node, nodes, sharding, gf.offload, INTER_NODE_NETWORK))
+    tokens_per_s = st.tokens_per_s
     start = startup_seconds(shape, workload, consts)
     start_s = sum(start.values())
-    scale = None
-    tokens_per_s = tput.tokens_per_s
     # nodes that come up first wait (and are billed) up to one provisioning time for the last one
     wait_s = consts["provision_s"] if nodes > 1 else 0.0
-    if gf.gpus > 1:
-        args = (gf.gpus_per_node, nodes, getattr(gpu, "interconnect", "pcie"), gf.sharding or "ddp", gf.offload,
-                INTER_NODE_NETWORK)
-        tokens_per_s = effective_throughput(tput.tokens_per_s, *args).tokens_per_s
-        scale = effective_throughput(tput.tokens_per_s, *args, node_wait_s=wait_s,
-                                     compute_s=workload.train_tokens / tokens_per_s)
     train_s = workload.train_tokens / tokens_per_s
-    arts = money.artifact_sizes(gf.method, fit.total_params or shape.params, fit.trainable_params or shape.params)
+    arts = money.artifact_sizes(gf.method, fit.total_params or shape.params, fit.trainable_params or shape.params,
+                                run_precision(gf.method, gpu))
     price = float(offer.price_per_hour)
     spot_est = None
     rate = rate_for(offer) if offer.spot else host_rate(offer)  # a marketplace host can fail, too
@@ -150,9 +145,8 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
     risk = "low"
     if spot_est or (getattr(offer, "listing", None) or {}).get("verified") is False:
         risk = "high" if spot_est and spot_est.expected_preemptions >= HIGH_RISK_PREEMPTIONS else "medium"
-    sharding = None
-    if gf.gpus > 1:
-        sharding = (gf.sharding or "ddp") + ("+offload" if gf.offload else "")
+    if sharding and gf.offload:
+        sharding += "+offload"
     return Option(
         method=gf.method,
         gpu=gpu.name,
@@ -180,10 +174,9 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         num_nodes=nodes,
         sharding=sharding,
         details={
-            "throughput": tput.to_dict(),
-            "scale_out": None if scale is None else {
-                "efficiency": round(scale.efficiency, 4), "idle_fraction": round(scale.idle_fraction, 4),
-                "one_gpu_tokens_per_s": round(tput.tokens_per_s, 1), "node_wait_s": wait_s,
+            "time": st.to_dict(),
+            "scale_out": None if gf.gpus == 1 else {
+                "communication_s_per_step": round(st.parts["communication"], 4), "node_wait_s": wait_s,
                 "network": INTER_NODE_NETWORK if nodes > 1 else None},
             "startup_s": {k: round(v, 1) for k, v in start.items()},
             "train_hours": round(train_s / SECONDS_PER_HOUR, 4),

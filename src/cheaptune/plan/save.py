@@ -1,10 +1,15 @@
-"""Turning a plan result into the plan file that `train --plan` and `launch` read."""
+"""Turning a plan result into the plan file that `train --plan` and `launch` read.
+
+The settings written are the ones the recommended option was sized with (estimate.settings), resolved
+for its GPU, so `train --plan` runs exactly what the plan priced.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
 import cheaptune
+from cheaptune.estimate.settings import TrainSettings, for_gpu
 from cheaptune.plan import planfile
 from cheaptune.plan.planner import PlanResult
 from cheaptune.plan.pricing import Option
@@ -18,19 +23,24 @@ def _offer(o: Option) -> planfile.Offer:
     )
 
 
-def to_planfile(r: PlanResult, model: str, dataset: str | None = None) -> planfile.PlanFile:
+def settings_of(best: Option, r: PlanResult) -> TrainSettings:
+    """The settings the option was fitted with: the method's precision on that GPU, the fit's micro-batch
+    and checkpointing, the plan's LoRA rank (alpha 2r), the sharding on several GPUs."""
+    w = r.workload
+    lora_r = r.constraints.lora_r
+    return for_gpu(
+        best.method, bool(getattr(best.spec, "bf16", True)), lora_r=lora_r, lora_alpha=2 * lora_r,
+        micro_batch=best.micro_batch, grad_accum=best.grad_accum, grad_ckpt=best.grad_ckpt, seq_len=w.seq_len,
+        epochs=w.epochs, gpus=best.total_gpus, sharding=best.sharding, checkpoint_minutes=best.checkpoint_minutes,
+    )
+
+
+def to_planfile(r: PlanResult, model: str, dataset: str | None = None, label: str | None = None) -> planfile.PlanFile:
+    """`model`: what from_pretrained loads (catalog.models.loadable_name); `label`: the name planned with."""
     best = r.recommended
     if best is None:
         raise ValueError("an infeasible plan has nothing to save")
     w = r.workload
-    train = planfile.TrainSettings(
-        method=best.method, lora_r=None if best.method == "full" else r.constraints.lora_r,
-        lora_alpha=None if best.method == "full" else 2 * r.constraints.lora_r,
-        lora_targets=None if best.method == "full" else "all-linear",
-        precision=f"{best.precision}-mixed", quant="nf4" if best.method == "qlora" else None,
-        micro_batch=best.micro_batch, grad_accum=best.grad_accum, grad_ckpt=best.grad_ckpt, seq_len=w.seq_len,
-        epochs=w.epochs, sharding=best.sharding, checkpoint_minutes=best.checkpoint_minutes,
-    )
     cost = {k: best.cost[k] for k in ("compute", "storage", "egress", "spot_overhead", "total")}
     prediction = planfile.Prediction(
         peak_vram_bytes=best.peak_vram_bytes, gpu_memory_bytes=best.gpu_memory_bytes, tokens=w.tokens,
@@ -39,7 +49,8 @@ def to_planfile(r: PlanResult, model: str, dataset: str | None = None) -> planfi
     )
     return planfile.PlanFile(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), cheaptune_version=cheaptune.__version__,
-        model=model, dataset=dataset, train=train, offer=_offer(best), prediction=prediction,
+        model=model, model_label=label if label and label != model else None, dataset=dataset,
+        train=settings_of(best, r), offer=_offer(best), prediction=prediction,
         budget_usd=r.constraints.budget_usd, deadline_hours=r.constraints.deadline_hours,
         alternatives=[_offer(o) for o in r.alternatives()],
     )

@@ -1,12 +1,13 @@
-"""Stage 1b: candidates on several GPUs, for the methods one GPU cannot serve.
+"""Stage 1b: candidates on several GPUs, compared whenever they may cost less.
 
-Why only then: on N GPUs a job pays N GPUs at an efficiency below 1 (estimate/scaling.py), so it never
-costs less than the same GPU alone; it is worth fitting only when a method fits no single GPU, misses
-the deadline on one, or the objective is time. Several nodes (8 GPUs each) come in only when one node
-of 8 cannot serve the method either. Shardings are tried from the fastest that fits: DDP (whole model
-state per GPU), then ZeRO-3, then FSDP (each moves more bytes). CPU offload is the last resort, tried
-only when no GPU count fits without it: it needs host RAM for the node's share of the model state
-(about 16 bytes per parameter for a full fine-tune), which the price files do not state.
+Why every method: on N GPUs a job pays N GPUs for the same tokens, but a LoRA all-reduce moves only the
+adapter gradients, a larger per-GPU share can need no checkpointing, and a 2-GPU instance can cost less
+than twice one GPU; a constraint (deadline, memory) should never be what finds a cheaper plan. The
+planner prunes by a lower bound on cost (planner._best_case), not by a rule. Several nodes (8 GPUs each)
+come in only when one node of 8 cannot serve the method. Shardings are tried from the fastest that fits:
+DDP (whole model state per GPU), then ZeRO-3, then FSDP. CPU offload is the last resort, tried only when
+no GPU count fits without it: it needs host RAM for the node's share of the model state (about 16 bytes
+per parameter for a full fine-tune), which the price files do not state.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from cheaptune.plan.candidates import Exclusion, FitOutcome, GpuFit, MultiFitFn, gib, hardware_problem
+from cheaptune.plan.candidates import (
+    Exclusion,
+    FitOutcome,
+    GpuFit,
+    MultiFitFn,
+    gib,
+    hardware_problem,
+    run_precision,
+)
 from cheaptune.plan.pricing import Option
 from cheaptune.plan.workload import Constraints
 
@@ -27,6 +36,7 @@ OFFLOAD = (("fsdp", True),)
 # (several nodes?, shardings) in the order they are tried for methods still unserved
 STAGES = ((False, SHARDINGS), (True, SHARDINGS), (False, OFFLOAD), (True, OFFLOAD))
 WHY_KINDS = ("memory", "hardware", "deadline")
+MAY_COST_LESS = "several GPUs may cost less (compared unless a lower bound on cost rules them out)"
 
 
 @dataclass(frozen=True)
@@ -46,9 +56,8 @@ class Candidate:
 
 def methods_needing(c: Constraints, feasible: list[Option], excluded: list[Exclusion],
                     pruned: Counter) -> dict[str, str]:
-    """Methods to try on several GPUs, each with the reason (shown in the plan's notes). A method whose
-    single-GPU candidates were pruned is not unserved: it ranks below the top on one GPU, and several
-    GPUs only cost more."""
+    """Methods to try on several GPUs (all of them when more than one GPU is allowed), each with the
+    reason shown in the plan's notes."""
     if c.max_gpus < 2:
         return {}
     served = {o.method for o in feasible} | {m for m, n in pruned.items() if n}
@@ -61,6 +70,8 @@ def methods_needing(c: Constraints, feasible: list[Option], excluded: list[Exclu
             need[m] = "fits no single GPU"
         elif c.objective == "time":
             need[m] = "more GPUs finish sooner (--objective time)"
+        else:
+            need[m] = MAY_COST_LESS
     return need
 
 
@@ -95,9 +106,10 @@ def fit_candidate(cand: Candidate, multi_fit: MultiFitFn, cache: dict,
         return Exclusion(option, problem, "hardware")
     last: FitOutcome | None = None
     for sharding, offload in shardings:
-        key = (cand.method, g.memory_bytes, cand.gpus, sharding, offload)
+        precision = run_precision(cand.method, g)
+        key = (cand.method, g.memory_bytes, cand.gpus, sharding, offload, precision)
         if key not in cache:
-            cache[key] = multi_fit(cand.method, g.memory_bytes, cand.gpus, sharding, offload)
+            cache[key] = multi_fit(cand.method, g.memory_bytes, cand.gpus, sharding, offload, precision)
         last = cache[key]
         if last.fits:
             return GpuFit(cand.method, g, last, cand.gpus_per_node, cand.nodes, sharding, offload)

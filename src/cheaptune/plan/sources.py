@@ -18,7 +18,7 @@ from cheaptune.plan.workload import Workload
 from cheaptune.util import atomic
 from cheaptune.util.paths import cache_dir
 
-FIT_CACHE_SCHEMA = 2  # 2: the peak is at the planned micro-batch; multi-GPU fits
+FIT_CACHE_SCHEMA = 3  # 2: the peak is at the planned micro-batch; multi-GPU fits; 3: per precision
 DEFAULT_EXAMPLE_TOKENS = 512
 MAX_MICRO_BATCH = 64
 
@@ -59,6 +59,15 @@ def _outcome(req: Any, res: Any, effective_batch: int | None, gpus: int) -> FitO
     return FitOutcome(True, micro, res.grad_ckpt, e.device_total_bytes, e.trainable_params, e.total_params, e.basis)
 
 
+def _request(spec: Any, method: str, seq_len: int, lora_r: int, precision: str):
+    """The request a fit simulates: exactly what estimate.settings.TrainSettings.request() gives for the
+    settings the plan file will store (so the plan's peak can be re-estimated byte for byte)."""
+    from cheaptune.estimate.settings import for_gpu
+
+    settings = for_gpu(method, True, precision=precision, lora_r=lora_r, lora_alpha=2 * lora_r, seq_len=seq_len)
+    return settings.request(spec.id)
+
+
 def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_micro_batch: int = 64,
              effective_batch: int | None = None) -> FitFn:
     """A FitFn over estimate.memory.fit_micro_batch; when nothing fits, `peak_bytes` is the least it needs.
@@ -68,13 +77,14 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
     """
     cap = max(1, min(max_micro_batch, MAX_MICRO_BATCH))
 
-    def fit(method: str, mem: int) -> FitOutcome:
-        key = _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, cap=cap, eb=effective_batch)
+    def fit(method: str, mem: int, precision: str) -> FitOutcome:
+        key = _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, cap=cap, eb=effective_batch,
+                       p=precision)
 
         def compute() -> FitOutcome:
-            from cheaptune.estimate.memory import EstimateRequest, fit_micro_batch
+            from cheaptune.estimate.memory import fit_micro_batch
 
-            req = EstimateRequest(model=spec.id, method=method, seq_len=seq_len, lora_r=lora_r)
+            req = _request(spec, method, seq_len, lora_r, precision)
             return _outcome(req, fit_micro_batch(req, mem, headroom=headroom, max_micro_batch=cap), effective_batch, 1)
 
         return _cached(key, compute)
@@ -88,16 +98,15 @@ def real_multi_fit(spec: Any, seq_len: int, headroom: float, lora_r: int, effect
     Each GPU's share of the effective batch caps its micro-batch; the sharded estimate derives from the
     one-GPU estimates (disk-cached), so trying several shardings and GPU counts costs few simulations."""
 
-    def fit(method: str, mem: int, gpus: int, sharding: str, offload: bool) -> FitOutcome:
+    def fit(method: str, mem: int, gpus: int, sharding: str, offload: bool, precision: str) -> FitOutcome:
         cap = max(1, min(-(-effective_batch // gpus), MAX_MICRO_BATCH))
         key = _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, eb=effective_batch, n=gpus,
-                       sh=sharding, off=offload)
+                       sh=sharding, off=offload, p=precision)
 
         def compute() -> FitOutcome:
-            from cheaptune.estimate.memory import EstimateRequest
             from cheaptune.estimate.sharding import fit_micro_batch_sharded
 
-            req = EstimateRequest(model=spec.id, method=method, seq_len=seq_len, lora_r=lora_r)
+            req = _request(spec, method, seq_len, lora_r, precision)
             res = fit_micro_batch_sharded(req, mem, gpus, sharding, offload, headroom, cap, dict(spec.config))
             sharded = dataclasses.replace(req, gpus=gpus, sharding=sharding, offload=offload)
             return _outcome(sharded, res, effective_batch, gpus)
@@ -140,7 +149,8 @@ def build_workload(spec: Any, dataset: str | None, tokens: int | None, examples:
         tc = count_tokens(path, tokenizer=local)
         basis = f"counted ({tc.method})" if tc.exact else f"estimated ({tc.method})"
         return Workload(tc.tokens, examples=tc.examples, tokens_exact=tc.exact, tokens_basis=basis,
-                        dataset_bytes=path.stat().st_size, **common).validate()
+                        dataset_bytes=path.stat().st_size, lengths=tc.lengths, duplicates=tc.duplicates,
+                        **common).validate()
     if tokens is not None:
         return Workload(int(tokens), tokens_basis="given (--tokens)", **common).validate()
     if examples is not None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate.policy import LORA_DROPOUT, VIRTUAL_TOKENS
+from cheaptune.estimate.policy import DEFAULT_QUANT, INT8_REFUSAL, LORA_DROPOUT, VIRTUAL_TOKENS
 from cheaptune.util.names import did_you_mean
 from cheaptune.util.yamlfile import read_mapping
 
@@ -41,6 +41,9 @@ class TrainConfig(BaseModel):
     method: Method | None = Field(None, description="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning")
     adapter: Literal["lora", "qlora"] | None = Field(None, description="Axolotl spelling of the method")
     load_in_4bit: bool = False
+    load_in_8bit: bool = Field(False, description="Axolotl's int8 base: refused (see estimate.policy.INT8_REFUSAL)")
+    quant: Literal["nf4", "nf4-dq"] | None = Field(None, description="qlora base: nf4, or nf4-dq (default)")
+    attn: Literal["sdpa", "flash", "eager"] = Field("sdpa", description="attention kernel (flash: flash-attn 2)")
     lora_r: int = Field(16, ge=1)
     lora_alpha: int = Field(32, ge=1)
     lora_dropout: float = Field(LORA_DROPOUT, ge=0.0, lt=1.0, description="default: the estimate's policy")
@@ -121,9 +124,18 @@ class TrainConfig(BaseModel):
                 self.method = "qlora"
             else:
                 self.method = "lora"
+        if self.load_in_8bit or self.quant == "int8":
+            raise ValueError(INT8_REFUSAL)
+        if self.method == "qlora" and self.quant is None:
+            self.quant = DEFAULT_QUANT["qlora"]
+        if self.method != "qlora" and self.quant is not None:
+            raise ValueError(f"quant {self.quant} needs method qlora (it quantizes the frozen base)")
         if self.lora_target_linear and not self.lora_target_modules:
             self.lora_targets = "all-linear"
         return self
+
+    # settings of a plan that the config file or a flag replaced: {field: (planned, given)} (config.build)
+    _plan_overrides: dict[str, tuple[Any, Any]] = PrivateAttr(default_factory=dict)
 
     @property
     def checkpoint_root(self) -> Path:
@@ -190,9 +202,17 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
         file_raw = read_yaml(path)
         check_keys(file_raw, f"config file {path}")
         raw = _canonical(file_raw)
+    cli = {k: v for k, v in (overrides or {}).items() if v is not None}
+    changed: dict[str, tuple[Any, Any]] = {}
     if plan_path is not None:
-        from cheaptune.train.planmerge import from_plan
+        from cheaptune.train.planmerge import SETTING_KEYS, from_plan
 
-        raw.update(from_plan(plan_path, raw))
-    raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return validate(raw, f"config file {path}" if path else "config")
+        planned = from_plan(plan_path, raw)
+        # a setting the config file or a flag gives explicitly wins over the plan, and is reported
+        changed = {k: (planned[k], v) for k, v in {**raw, **cli}.items()
+                   if k in SETTING_KEYS and k in planned and v != planned[k]}
+        raw = {**raw, **planned, **{k: raw[k] for k in changed if k in raw}}
+    raw.update(cli)
+    cfg = validate(raw, f"config file {path}" if path else "config")
+    cfg._plan_overrides = changed
+    return cfg

@@ -12,11 +12,11 @@ from typing import Any
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate.policy import (
-    DEFAULT_PRECISION,
     NO_BF16_PRECISION,
     Policy,
     resolve_policy,
     set_adapter_dtype,
+    training_precision,
 )
 from cheaptune.train.config import TrainConfig
 
@@ -43,7 +43,7 @@ class Precision:
         return self.name == "fp16-mixed"
 
 
-def _asked(cfg: TrainConfig) -> str | None:
+def asked_precision(cfg: TrainConfig) -> str | None:
     """The precision the user asked for: `precision`, else the HF flags (bf16/fp16 true = autocast)."""
     if cfg.precision:
         return cfg.precision
@@ -61,7 +61,7 @@ def resolve_precision(cfg: TrainConfig) -> Precision:
     cuda = torch.cuda.is_available() and cfg.device != "cpu"
     if cfg.device == "cuda" and not cuda:
         raise BadInput("device: cuda was asked for but no CUDA GPU is visible; use device: auto or cpu")
-    asked = _asked(cfg)
+    asked = asked_precision(cfg)
     if not cuda:
         if asked and asked.startswith("fp16"):
             raise BadInput("fp16 needs a CUDA GPU; on CPU use precision: bf16-mixed or bf16-true, or leave it unset (fp32)")
@@ -69,8 +69,22 @@ def resolve_precision(cfg: TrainConfig) -> Precision:
     bf16_ok = torch.cuda.is_bf16_supported()
     if asked and asked.startswith("bf16") and not bf16_ok:
         raise BadInput(f"precision {asked}: this GPU has no bf16 support; use precision: {NO_BF16_PRECISION}")
-    default = DEFAULT_PRECISION[cfg.method] if bf16_ok else NO_BF16_PRECISION
-    return Precision("cuda", asked or default)
+    return Precision("cuda", asked or training_precision(cfg.method, bf16_ok))
+
+
+ATTN_IMPLEMENTATION = {"sdpa": "sdpa", "eager": "eager", "flash": "flash_attention_2"}
+
+
+def attn_implementation(attn: str, device: str) -> str:
+    """transformers' attn_implementation for our attention name; flash needs CUDA and the flash-attn package."""
+    if attn == "flash":
+        import importlib.util
+
+        if device != "cuda":
+            raise BadInput("attn: flash needs a CUDA GPU; use attn: sdpa on this machine")
+        if importlib.util.find_spec("flash_attn") is None:
+            raise BadInput("attn: flash needs the flash-attn package (pip install flash-attn); or use attn: sdpa")
+    return ATTN_IMPLEMENTATION[attn]
 
 
 def load_model(cfg: TrainConfig, prec: Precision):
@@ -83,14 +97,15 @@ def load_model(cfg: TrainConfig, prec: Precision):
     from transformers import AutoModelForCausalLM
 
     policy = prec.policy(cfg.method)
-    kwargs: dict[str, Any] = {"dtype": policy.base_dtype, "use_safetensors": True}
+    kwargs: dict[str, Any] = {"dtype": policy.base_dtype, "use_safetensors": True,
+                              "attn_implementation": attn_implementation(cfg.attn, prec.device)}
     if cfg.method == "qlora":
         from transformers import BitsAndBytesConfig
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True,
             bnb_4bit_quant_type="nf4",
-            bnb_4bit_use_double_quant=True,
+            bnb_4bit_use_double_quant=cfg.quant == "nf4-dq",
             bnb_4bit_compute_dtype=policy.base_dtype,
         )
         if prec.device == "cuda":

@@ -1,0 +1,103 @@
+"""The one set of training settings: what the planner estimates, the plan file stores, `train --plan`
+runs and `launch` forwards.
+
+Every field is resolved (no "default per method" left open), so a reader never re-derives a setting:
+the precision is the one the fit used for that GPU, the quantization the one simulated. `request()`
+turns the settings into the estimator's request, so anyone can re-estimate a plan byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from cheaptune.estimate import policy
+
+SHARDINGS = ("ddp", "zero2", "zero3", "fsdp", "fsdp+offload", "zero2+offload", "zero3+offload")
+LORA_METHODS = ("lora", "qlora", "dora")
+# The policy's names are the allowed values, so the estimator, the plan file and the trainer share one list.
+_CHOICES = {"method": policy.METHODS, "precision": policy.PRECISIONS, "quant": policy.QUANTS,
+            "optimizer": policy.OPTIMIZERS, "attn": policy.ATTNS, "loss": policy.LOSSES, "sharding": SHARDINGS}
+
+
+class TrainSettings(BaseModel):
+    """How to train, every setting resolved. Stored in full in the plan file's `train:` section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: str = Field(description="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning")
+    precision: str = Field(description="bf16-true | bf16-mixed | fp16-mixed | fp32 (estimate.policy)")
+    quant: str | None = Field(None, description="qlora only: nf4, or nf4-dq (double quantization)")
+    optimizer: str = "adamw"
+    lora_r: int | None = Field(16, ge=1)
+    lora_alpha: int | None = Field(32, ge=1)
+    lora_targets: str | None = "all-linear"
+    micro_batch: int = Field(1, ge=1, le=4096)
+    grad_accum: int = Field(1, ge=1, le=1_000_000)
+    grad_ckpt: bool = False
+    attn: str = "sdpa"
+    loss: str = Field("trl", description="trl: chunked LM head (cheaptune train); hf: full logits")
+    seq_len: int = Field(2048, ge=8, le=1_048_576)
+    epochs: float = Field(1.0, gt=0, le=10_000)
+    gpus: int = Field(1, ge=1, le=4096, description="GPUs in the whole job (all nodes)")
+    sharding: str | None = Field(None, description="ddp | zero2 | zero3 | fsdp (+offload) with several GPUs")
+    checkpoint_minutes: float | None = Field(None, gt=0, description="Young/Daly interval for spot; None on demand")
+
+    @field_validator(*_CHOICES)
+    @classmethod
+    def _one_of(cls, value: str | None, info) -> str | None:
+        allowed = _CHOICES[info.field_name]
+        if info.field_name == "quant" and value == "int8":
+            raise ValueError(policy.INT8_REFUSAL)
+        if value is not None and value not in allowed:
+            raise ValueError(f"{value!r} is not one of {', '.join(allowed)}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainSettings:
+        if self.method == "qlora" and self.quant is None:
+            self.quant = policy.DEFAULT_QUANT["qlora"]
+        if self.method != "qlora" and self.quant is not None:
+            raise ValueError(f"quant {self.quant} needs method qlora (it quantizes the frozen base)")
+        if self.method not in LORA_METHODS:
+            self.lora_r = self.lora_alpha = self.lora_targets = None
+        elif self.lora_r is None or self.lora_alpha is None:
+            raise ValueError(f"method {self.method} needs lora_r and lora_alpha")
+        if self.gpus > 1 and self.sharding is None:
+            self.sharding = "ddp"
+        if self.gpus == 1:
+            self.sharding = None
+        return self
+
+    @property
+    def offload(self) -> bool:
+        return bool(self.sharding and self.sharding.endswith("+offload"))
+
+    @property
+    def sharding_name(self) -> str | None:
+        """The sharding without the offload suffix (the estimator's `sharding`)."""
+        return self.sharding.split("+")[0] if self.sharding else None
+
+    def request(self, model: Any):
+        """The estimator's request for these settings (model: catalog id, hub id, folder or config dict)."""
+        from cheaptune.estimate.memory import EstimateRequest
+
+        return EstimateRequest(
+            model=model, method=self.method, lora_r=self.lora_r or 16, lora_alpha=self.lora_alpha or 32,
+            lora_targets=self.lora_targets or "all-linear", micro_batch=self.micro_batch, seq_len=self.seq_len,
+            precision=self.precision, quant=self.quant, grad_ckpt=self.grad_ckpt, optimizer=self.optimizer,
+            attn=self.attn, loss=self.loss, gpus=self.gpus, sharding=self.sharding_name, offload=self.offload,
+            allow_long_context=True,
+        )
+
+    def differences(self, other: TrainSettings) -> dict[str, tuple[Any, Any]]:
+        """{field: (mine, theirs)} for every setting that differs."""
+        a, b = self.model_dump(), other.model_dump()
+        return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+
+
+def for_gpu(method: str, gpu_bf16: bool, **fields: Any) -> TrainSettings:
+    """Settings for `method` on a GPU with or without bf16: the policy's precision for that board."""
+    fields.setdefault("precision", policy.training_precision(method, gpu_bf16))
+    return TrainSettings(method=method, **fields)

@@ -1,0 +1,55 @@
+"""A config or flag that changes a plan's setting trains something the plan did not size: say so, with
+the new estimated peak, and refuse when it no longer fits the planned GPU (unless --force)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from cheaptune.errors import BadInput
+from cheaptune.train.planmerge import SETTING_KEYS
+
+GIB = 1024**3
+# Settings whose change moves the peak (epochs, accumulation, alpha and the save interval do not).
+MEMORY_KEYS = set(SETTING_KEYS) - {"num_epochs", "gradient_accumulation_steps", "lora_alpha", "save_minutes"}
+
+
+def _new_peak(cfg: Any, plan: Any) -> tuple[int | None, str]:
+    """Device total for the config's own settings at the plan's GPU count; None with the reason when
+    it cannot be estimated."""
+    from cheaptune.estimate.memory import estimate_memory
+    from cheaptune.train.settings import from_config
+
+    try:
+        settings = from_config(cfg, cfg.precision or plan.train.precision, plan.train.gpus, plan.train.sharding)
+        return estimate_memory(settings.request(plan.model)).device_total_bytes, ""
+    except (BadInput, ValueError) as err:
+        return None, str(err).splitlines()[0]
+
+
+def check_plan_overrides(cfg: Any, plan_path: str | Path, force: bool = False, out=sys.stderr) -> int | None:
+    """Warn about every plan setting the config replaced; returns the re-estimated peak (None if nothing
+    that changes memory was replaced). BadInput when the new peak exceeds the planned GPU's memory."""
+    changed = getattr(cfg, "_plan_overrides", {})
+    if not changed:
+        return None
+    from cheaptune.plan.planfile import load
+
+    plan = load(plan_path)
+    listed = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
+    print(f"warning: the config replaces settings of plan {plan_path}: {listed}", file=out)
+    if not MEMORY_KEYS & set(changed):
+        return None
+    peak, why = _new_peak(cfg, plan)
+    gpu, mem = plan.offer.gpu, plan.prediction.gpu_memory_bytes
+    if peak is None:
+        print(f"warning: cannot re-estimate the peak for the new settings ({why}); the plan's "
+              f"{plan.prediction.peak_vram_bytes / GIB:.1f} GiB no longer holds", file=out)
+        return None
+    print(f"warning: estimated peak {peak / GIB:.1f} GiB per GPU (plan: {plan.prediction.peak_vram_bytes / GIB:.1f} "
+          f"GiB) on {gpu} ({mem / GIB:.1f} GiB)", file=out)
+    if peak > mem and not force:
+        raise BadInput(f"with these settings the run needs {peak / GIB:.1f} GiB per GPU, more than the planned "
+                       f"{gpu}'s {mem / GIB:.1f} GiB; keep the plan's settings, make a new plan, or pass --force")
+    return peak
