@@ -11,12 +11,12 @@ from cheaptune.cli.checks import bounded
 
 
 def bare_resume(args: list[str]) -> list[str]:
-    """`--resume` alone means `--resume auto` (the value is taken only if it is auto, never or a folder)."""
+    """`--resume` alone means `--resume auto`: when nothing follows it, an option does, or a file (the config)."""
     out = list(args)
     if "--resume" in out:
         i = out.index("--resume") + 1
         value = out[i] if i < len(out) else None
-        if value is None or not (value in ("auto", "never") or Path(value).is_dir()):
+        if value is None or value.startswith("-") or Path(value).is_file():
             out.insert(i, "auto")
     return out
 
