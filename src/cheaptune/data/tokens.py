@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ class TokenCount:
     examples: int
     exact: bool
     method: str  # how the number was obtained, for the plan's "why"
+    lengths: tuple[int, ...] = field(default=(), repr=False)  # tokens per example counted (the data audit)
+    duplicates: int = 0  # rows identical to an earlier row
 
 
 @cache
@@ -60,8 +63,8 @@ def _load_tokenizer(tokenizer: Any) -> Any:
         raise BadInput(f"cannot load a tokenizer from {tokenizer} ({first}); pass a local model folder") from None
 
 
-def _exact_rows(rows: list[dict[str, Any]], tok: Any) -> int:
-    """Tokens as training sees them: the chat template for conversations, plain text otherwise."""
+def _exact_rows(rows: list[dict[str, Any]], tok: Any) -> list[int]:
+    """Tokens per row as training sees them: the chat template for conversations, plain text otherwise."""
     texts, special = [], True
     for row in rows:
         turns = _turns(row)
@@ -73,7 +76,7 @@ def _exact_rows(rows: list[dict[str, Any]], tok: Any) -> int:
                                "exactly; use a chat model's tokenizer or count without one")
             texts.append(tok.apply_chat_template(turns, tokenize=False))
             special = False  # the template already wrote the special tokens
-    return sum(len(ids) for ids in tok(texts, add_special_tokens=special)["input_ids"])
+    return [len(ids) for ids in tok(texts, add_special_tokens=special)["input_ids"]]
 
 
 def count_tokens(path: str | os.PathLike, tokenizer: Any = None, fmt: str = "auto", sample: int | None = None,
@@ -93,16 +96,23 @@ def count_tokens(path: str | os.PathLike, tokenizer: Any = None, fmt: str = "aut
     scale = n / len(ds)
     if tokenizer is None:
         c = _estimate_constants()
-        total = sum(_estimate_row(r, c["chars_per_token"], c["template_tokens_per_turn"]) for r in ds)
+        lengths = [_estimate_row(r, c["chars_per_token"], c["template_tokens_per_turn"]) for r in ds]
         method = (f"estimate: characters / {c['chars_per_token']:g} per token + {c['template_tokens_per_turn']} "
                   f"template tokens per turn (rule of thumb from {c['cite']})")
         exact = False
     else:
         tok = _load_tokenizer(tokenizer)
-        total = sum(_exact_rows(list(ds.select(range(i, min(i + BATCH, len(ds))))), tok)
-                    for i in range(0, len(ds), BATCH))
+        lengths = [n for i in range(0, len(ds), BATCH)
+                   for n in _exact_rows(list(ds.select(range(i, min(i + BATCH, len(ds))))), tok)]
         method = f"tokenizer {getattr(tok, 'name_or_path', '') or type(tok).__name__}"
         exact = not sampled
     if sampled:
         method += f", {len(ds)} of {n} rows sampled and scaled"
-    return TokenCount(tokens=round(total * scale), examples=n, exact=exact, method=method)
+    seen: set[str] = set()
+    duplicates = 0
+    for row in ds:
+        key = json.dumps(row, sort_keys=True, default=str)
+        duplicates += key in seen
+        seen.add(key)
+    return TokenCount(tokens=round(sum(lengths) * scale), examples=n, exact=exact, method=method,
+                      lengths=tuple(round(x) for x in lengths), duplicates=round(duplicates * scale))

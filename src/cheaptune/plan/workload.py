@@ -25,6 +25,8 @@ class Workload:
     tokens_exact: bool = False
     tokens_basis: str = "given"
     dataset_bytes: int = 0
+    lengths: tuple[int, ...] = field(default=(), repr=False, compare=False)  # tokens per example, when counted
+    duplicates: int = 0  # examples identical to an earlier one
 
     @property
     def train_tokens(self) -> float:
