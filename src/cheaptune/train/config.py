@@ -179,15 +179,21 @@ def check_keys(raw: dict[str, Any], where: str) -> None:
             raise BadInput(f"{where}: unknown key '{key}'{did_you_mean(str(key), known)}")
 
 
-def validate(raw: dict[str, Any], where: str = "config") -> TrainConfig:
-    """Validate a mapping; the first problem becomes one BadInput line naming the field."""
+def validate(raw: dict[str, Any], where: str = "config", origins: dict[str, str] | None = None) -> TrainConfig:
+    """Validate a mapping; the first problem becomes one BadInput line naming the field and where it came
+    from (`origins`: field -> "command line" for flags, so a bad flag is not blamed on the config file)."""
     check_keys(raw, where)
     try:
         return TrainConfig.model_validate(_canonical(raw))
     except ValidationError as err:
         first = err.errors()[0]
         field = ".".join(str(x) for x in first["loc"]) or "config"
+        where = (origins or {}).get(str(first["loc"][0]), where) if first["loc"] else where
         raise BadInput(f"{where}: {field}: {first['msg']} (got {first.get('input')!r})") from None
+
+
+def _flag_origins(overrides: dict[str, Any] | None) -> dict[str, str]:
+    return {k: "command line" for k, v in (overrides or {}).items() if v is not None}
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -213,6 +219,6 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
                    if k in SETTING_KEYS and k in planned and v != planned[k]}
         raw = {**raw, **planned, **{k: raw[k] for k in changed if k in raw}}
     raw.update(cli)
-    cfg = validate(raw, f"config file {path}" if path else "config")
+    cfg = validate(raw, f"config file {path}" if path else "config", _flag_origins(overrides))
     cfg._plan_overrides = changed
     return cfg
