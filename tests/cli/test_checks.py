@@ -5,19 +5,19 @@ from cheaptune.cli.checks import describe
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e308", "0", "-1"])
 def test_plan_epochs_must_be_finite_and_in_range(run_cli, value):
-    code, out, err = run_cli("plan", "tiny-llama", "--tokens", "1e6", "--epochs", value)
+    code, out, err = run_cli("plan", "tinyllama", "--tokens", "1e6", "--epochs", value)
     assert code == 2
     assert err.strip().splitlines() == [f"error: --epochs must be a number above 0 and at most 1000 (got {float(value)!r})"]
     assert "Traceback" not in out + err
 
 
 @pytest.mark.parametrize(("args", "flag"), [
-    (("plan", "tiny-llama", "--examples", "100", "--avg-tokens", "0"), "--avg-tokens must be a whole number from 1"),
-    (("plan", "tiny-llama", "--tokens", "nan"), "--tokens must be a number from 1"),
-    (("plan", "tiny-llama", "--tokens", "1e6", "--headroom", "1.5"), "--headroom must be a number from 0 to 0.9"),
-    (("estimate", "--model", "tiny-llama", "--method", "lora", "--micro-batch", "1", "--seq-len", "64",
+    (("plan", "tinyllama", "--examples", "100", "--avg-tokens", "0"), "--avg-tokens must be a whole number from 1"),
+    (("plan", "tinyllama", "--tokens", "nan"), "--tokens must be a number from 1"),
+    (("plan", "tinyllama", "--tokens", "1e6", "--headroom", "1.5"), "--headroom must be a number from 0 to 0.9"),
+    (("estimate", "--model", "tinyllama", "--method", "lora", "--micro-batch", "1", "--seq-len", "64",
       "--headroom", "1.5"), "--headroom must be a number from 0 to 0.9 (got 1.5)"),
-    (("estimate", "--model", "tiny-llama", "--method", "lora", "--micro-batch", "0", "--seq-len", "64"),
+    (("estimate", "--model", "tinyllama", "--method", "lora", "--micro-batch", "0", "--seq-len", "64"),
      "--micro-batch must be a whole number from 1 to 65536 (got 0)"),
 ])
 def test_range_is_in_the_message(run_cli, args, flag):
@@ -43,7 +43,7 @@ def test_train_flags_checked_before_any_file_is_read(run_cli, tmp_path, flag, va
 
 
 def test_plan_save_onto_a_folder_fails_before_planning(run_cli, tmp_path):
-    code, out, err = run_cli("plan", "tiny-llama", "--tokens", "1e6", "--save", str(tmp_path))
+    code, out, err = run_cli("plan", "tinyllama", "--tokens", "1e6", "--save", str(tmp_path))
     assert code == 2 and "is a folder; give a file name" in err and out == ""
     assert list(tmp_path.iterdir()) == []
 
@@ -51,3 +51,20 @@ def test_plan_save_onto_a_folder_fails_before_planning(run_cli, tmp_path):
 def test_very_long_model_name_is_one_short_line(run_cli):
     code, _, err = run_cli("plan", "m" * 400, "--tokens", "1e6")
     assert code == 2 and "unknown model" in err and len(err) < 400
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--providers", "runpd"), "--providers: no provider 'runpd' in the price catalog (did you mean runpod?)"),
+    (("--exclude-providers", "lamda"), "(did you mean lambda?)"),
+    (("--seq-len", "100000"), "--seq-len 100000 is beyond TinyLlama/TinyLlama_v1.1's context of 2048 tokens"),
+])
+def test_plan_typos_and_long_context_are_one_line(run_cli, args, words):
+    code, out, err = run_cli("plan", "tinyllama", "--tokens", "1e6", *args)
+    assert code == 2 and words in err and "--allow-long-context" not in err and out == ""
+
+
+def test_a_bad_flag_is_not_blamed_on_the_config_file(run_cli, tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("base_model: somewhere\n")
+    code, _, err = run_cli("train", str(cfg), "--method", "foo")
+    assert code == 2 and err.startswith("error: command line: method:") and str(cfg) not in err

@@ -21,11 +21,15 @@ def plan_command(
     tokens: float | None = typer.Option(None, "--tokens", callback=bounded(1, 1e15), help="Training tokens per epoch, e.g. 2e7 (instead of a dataset)."),
     examples: float | None = typer.Option(None, "--examples", callback=bounded(1, 1e12), help="Number of examples (with --avg-tokens)."),
     avg_tokens: int | None = typer.Option(None, "--avg-tokens", callback=bounded(1, 10**7), help="Average tokens per example (default 512)."),
-    epochs: float = typer.Option(1.0, "--epochs", callback=bounded(0, 1000, above=True), help="Passes over the data."),
-    seq_len: int = typer.Option(2048, "--seq-len", callback=bounded(8, 10**7), help="Sequence length (tokens per packed sequence)."),
-    effective_batch: int = typer.Option(16, "--effective-batch", callback=bounded(1, 2**20), help="Sequences per optimiser step."),
-    method: str = typer.Option("auto", "--method", help="auto (full, lora, qlora) or a comma list: full,lora,qlora,dora."),
-    lora_r: int = typer.Option(16, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank for adapter methods."),
+    epochs: float | None = typer.Option(None, "--epochs", callback=bounded(0, 1000, above=True), help="Passes over the data (default 1)."),
+    seq_len: int | None = typer.Option(None, "--seq-len", callback=bounded(8, 10**7), help="Sequence length (tokens per packed sequence; default 2048)."),
+    effective_batch: int | None = typer.Option(None, "--effective-batch", callback=bounded(1, 2**20), help="Sequences per optimiser step (default 16)."),
+    method: str | None = typer.Option(None, "--method", help="auto (full, lora, qlora; the default) or a comma list: full,lora,qlora,dora."),
+    lora_r: int | None = typer.Option(None, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank for adapter methods (default 16)."),
+    config: Path | None = typer.Option(None, "--config", help="Plan the run an Axolotl, LLaMA-Factory or litgpt YAML "
+                                       "config describes (flags given win over its keys)."),
+    trainer: str | None = typer.Option(None, "--trainer", help="With --config: whose training step to size (default: "
+                                       "the config's trainer; cheaptune for what `cheaptune train` runs)."),
     budget: float | None = typer.Option(None, "--budget", callback=bounded(0, 1e9, above=True), help="Most you will spend, USD."),
     deadline: float | None = typer.Option(None, "--deadline", callback=bounded(0, 1e6, above=True), help="Latest finish, hours from launch."),
     providers: str | None = typer.Option(None, "--providers", help="Only these providers (comma list)."),
@@ -49,6 +53,8 @@ def plan_command(
                                         "fitted from past runs (and their spread for the p10-p90 interval)."),
 ) -> None:
     """Rank method x GPU x provider x spot by total cost (or time) and explain the choice."""
+    import dataclasses
+
     from cheaptune.catalog.gpus import resolve_gpu
     from cheaptune.catalog.models import loadable_name, resolve_model
     from cheaptune.errors import BadInput, Infeasible
@@ -58,17 +64,35 @@ def plan_command(
     from cheaptune.plan.save import to_planfile
     from cheaptune.plan.workload import Constraints, check_providers, parse_methods
 
-    if model_opt is not None and model_arg is not None and dataset is None and Path(model_arg).is_file():
+    if (model_opt is not None or config is not None) and model_arg is not None and dataset is None \
+            and Path(model_arg).is_file():
         model_arg, dataset = None, Path(model_arg)  # `plan --model M data.jsonl`: the one positional is the data
-    model = _one_model(model_arg, model_opt)
+    foreign = None
+    if config is not None:
+        from cheaptune.plan.config_run import read_run
+
+        if save is not None:
+            raise BadInput("--save with --config: the plan file is for `cheaptune train`, which reads the config "
+                           "itself; run `cheaptune train CONFIG`, or plan without --config to save a plan")
+        foreign = read_run(config, trainer, model=model_opt or model_arg, seq_len=seq_len, lora_r=lora_r, epochs=epochs,
+                       effective_batch=effective_batch)
+        model, seq_len, lora_r = str(foreign.request.model), foreign.request.seq_len, foreign.request.lora_r
+        epochs, effective_batch, method = foreign.epochs, foreign.effective_batch, method or foreign.request.method
+        dataset = dataset or (Path(foreign.dataset) if foreign.dataset else None)
+    elif trainer is not None:
+        raise BadInput("--trainer needs --config (a plan without one sizes what `cheaptune train` runs)")
+    else:
+        model = _one_model(model_arg, model_opt)
+    seq_len, lora_r, epochs = seq_len or 2048, lora_r or 16, epochs or 1.0
+    effective_batch = effective_batch or 16
     if save is not None:
         from cheaptune.util.atomic import destination
 
         destination(save)  # a folder or device as --save fails now, not after the plan is made
     constraints = Constraints(
-        methods=parse_methods(method), budget_usd=budget, deadline_hours=deadline, providers=_csv(providers),
-        exclude_providers=_csv(exclude_providers), spot=spot.lower(), community=community, max_gpus=max_gpus,
-        headroom=headroom, objective=objective.lower(), top=top, lora_r=lora_r,
+        methods=parse_methods(method or "auto"), budget_usd=budget, deadline_hours=deadline,
+        providers=_csv(providers), exclude_providers=_csv(exclude_providers), spot=spot.lower(), community=community,
+        max_gpus=1 if foreign else max_gpus, headroom=headroom, objective=objective.lower(), top=top, lora_r=lora_r,
         gpus=tuple(resolve_gpu(g).name for g in _csv(gpus)),
     ).validate()
     spec = resolve_model(model)
@@ -80,9 +104,17 @@ def plan_command(
     shape = ModelShape.from_config(spec.config, spec.params)
     gpu_list, offers = sources.load_catalog(prices.lower())
     check_providers(constraints, (o.provider for o in offers))
-    fit = sources.real_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch,
-                           workload.effective_batch)
-    multi_fit = sources.real_multi_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch)
+    if foreign is None:
+        fit = sources.real_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch,
+                               workload.effective_batch)
+        multi_fit = sources.real_multi_fit(spec, workload.seq_len, constraints.headroom, lora_r,
+                                           workload.effective_batch)
+    else:  # the config's own run on one GPU (its micro-batch, checkpointing and trainer)
+        from cheaptune.plan.config_run import config_fit, epochs_for
+
+        fit, multi_fit = config_fit(foreign, constraints.headroom), None
+        workload = dataclasses.replace(workload, epochs=epochs_for(foreign, workload.tokens, seq_len)).validate()
+
     def run(c: Constraints, w) -> object:
         return make_plan(spec.id, shape, context, w, c, gpu_list, offers, fit, multi_fit=multi_fit)
 
@@ -99,6 +131,10 @@ def plan_command(
             _show(partial, as_json, markdown, render)
         raise
     _add_price_age(result, prices.lower())
+    if foreign is not None:
+        from cheaptune.plan.config_run import notes
+
+        result.notes += notes(foreign)
     shown, result = _calibrated(result, no_calibration)
     _show(shown, as_json, markdown, render)
     if save is not None:

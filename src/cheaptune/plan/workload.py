@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from cheaptune.errors import BadInput
+from cheaptune.util.names import did_you_mean
 
 OBJECTIVES = ("cost", "time")
 SPOT_MODES = ("auto", "only", "never")
@@ -84,6 +86,16 @@ class Constraints:
         if self.max_gpus < 1 or self.top < 1:
             raise BadInput("--max-gpus and --top must be at least 1")
         return self
+
+
+def check_providers(c: Constraints, known: Iterable[str]) -> None:
+    """--providers / --exclude-providers name providers the catalog has (a typo would silently filter all)."""
+    names = sorted({k.lower() for k in known})
+    for flag, given in (("--providers", c.providers), ("--exclude-providers", c.exclude_providers)):
+        for p in given:
+            if p.lower() not in names:
+                hint = did_you_mean(p, names) or f"; known: {', '.join(names)}"
+                raise BadInput(f"{flag}: no provider {p!r} in the price catalog{hint}")
 
 
 def parse_methods(value: str) -> tuple[str, ...]:
