@@ -137,3 +137,21 @@ def test_hf_loss_holds_full_logits_trl_does_not(tiny_cfg):
     assert hf.peak_allocated_bytes > trl.peak_allocated_bytes
     with pytest.raises(BadInput, match="--loss"):
         estimate_memory(_req(tiny_cfg, loss="liger"))
+
+
+@pytest.mark.parametrize("model", ["tiiuae/falcon-7b", "mistralai/Mixtral-8x7B-v0.1"])
+def test_qlora_where_bitsandbytes_leaves_a_16bit_base_is_refused(model):
+    """transformers' 4-bit loader skips FalconLinear and fused MoE experts: that would be a 16-bit 'QLoRA'
+    (falcon-7b used to estimate exactly as LoRA). One clear line instead."""
+    with pytest.raises(BadInput, match="16 bits .*--method lora") as err:
+        estimate_memory(EstimateRequest(model=model, method="qlora", seq_len=256))
+    assert "\n" not in str(err.value)
+
+
+def test_qlora_weights_are_about_half_a_byte_per_quantized_parameter():
+    """Llama-2-7B: 6.5e9 block weights in NF4 (+ double-quantized scales), embeddings and head in bf16."""
+    est = estimate_memory(EstimateRequest(model="meta-llama/Llama-2-7b-hf", method="qlora", seq_len=256))
+    embed = 2 * 32000 * 4096
+    blocks = est.total_params - embed
+    per_quantized = (est.breakdown["weights"] - 2 * embed) / blocks
+    assert 0.5 <= per_quantized <= 0.6, per_quantized

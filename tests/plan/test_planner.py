@@ -276,3 +276,17 @@ def test_the_data_audit_reports_lengths_cuts_duplicates_and_other_seq_lens():
     longer = next(x for x in r.audit if x.startswith("seq 2048 -> 4096"))
     assert "dearer" in longer and "0.0% of examples truncated" in longer and "memory not re-checked" in longer
     assert plan().audit == []  # --tokens: nothing to audit
+
+
+def test_a_method_the_model_cannot_train_is_excluded_with_its_reason():
+    inner = fake_fit()
+
+    def fit(method, mem, precision):
+        if method == "qlora":
+            raise BadInput("qlora on falcon: bitsandbytes' 4-bit loader would leave 100% ... use --method lora")
+        return inner(method, mem, precision)
+
+    r = plan(fit=fit)
+    assert r.recommended is not None and all(o.method != "qlora" for o in r.options)
+    why = [e for e in r.excluded if e.option["method"] == "qlora"]
+    assert why and all(e.kind == "model" and "4-bit loader" in e.reason for e in why)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from cheaptune.errors import BadInput
 from cheaptune.estimate.policy import FUSED_HEAD_OUTPUTS, Policy, set_adapter_dtype
 from cheaptune.estimate.profiles import get_profile
 
@@ -89,12 +90,42 @@ def _replace_with_nf4(model, req) -> None:
     model.is_loaded_in_4bit = True
 
 
+# QLoRA is only QLoRA when bitsandbytes replaced (nearly) every block weight: falcon's FalconLinear and
+# fused MoE experts (Mixtral) are skipped by transformers' 4-bit loader, which would leave a 16-bit base.
+MIN_QUANTIZED_SHARE = 0.90
+
+
+def check_quantized(model, label: str) -> None:
+    """BadInput when the 4-bit loader left most block weights (2-D, not embeddings or head) in 16 bits.
+    The trainer calls it on the loaded model too, so neither estimates nor trains a silent 16-bit QLoRA."""
+    import bitsandbytes as bnb
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    skip = {id(p) for m in (base.get_input_embeddings(), base.get_output_embeddings()) if m is not None
+            for p in m.parameters()}
+    quant, kept = 0, {}
+    for mod in base.modules():
+        if isinstance(mod, bnb.nn.Linear4bit):
+            quant += mod.weight.numel() * (2 if mod.weight.dtype == torch.uint8 else 1)
+            continue
+        for p in mod.parameters(recurse=False):
+            if id(p) not in skip and p.dim() >= 2:
+                kept[type(mod).__name__] = kept.get(type(mod).__name__, 0) + p.numel()
+    total = quant + sum(kept.values())
+    if total and quant / total < MIN_QUANTIZED_SHARE:
+        where = ", ".join(sorted(kept, key=kept.get, reverse=True)[:2])
+        raise BadInput(f"qlora on {label}: bitsandbytes' 4-bit loader would leave {1 - quant / total:.0%} of the "
+                       f"block weights in 16 bits ({where} are not replaced), so it would not be QLoRA; use "
+                       "--method lora")
+
+
 def build_on_meta(req, policy: Policy, cfg) -> Built:
     """Model with the method applied, still on meta; trainable flags as the trainer sets them."""
     model = instantiate_on_meta(cfg, policy.base_dtype, req.attn)
     quantized = req.method == "qlora"
     if quantized:
         _replace_with_nf4(model, req)
+        check_quantized(model, cfg.model_type)
         if get_profile(getattr(req, "trainer", None)).kbit_prep:
             import peft  # the trainer's own upcast: frozen 16-bit weights (embeddings, norms, head) to fp32
 

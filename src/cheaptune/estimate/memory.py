@@ -32,7 +32,7 @@ from cheaptune.estimate.sharding import check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
-ESTIMATOR_VERSION = "1"
+ESTIMATOR_VERSION = "2"  # 2: QLoRA refused where bitsandbytes leaves a 16-bit base
 PEFT_METHODS = ("lora", "qlora", "dora")
 
 

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from cheaptune.errors import BadInput
+
 GIB = 1024**3
 
 
@@ -69,7 +71,7 @@ class GpuFit:
 class Exclusion:
     option: dict[str, Any]
     reason: str
-    kind: str  # memory | hardware | budget | deadline | offers
+    kind: str  # memory | hardware | model (the method cannot train this model) | budget | deadline | offers
 
 
 def gib(n: float) -> str:
@@ -94,8 +96,13 @@ def fit_pair(
     precision = run_precision(method, gpu)
     key = (method, gpu.memory_bytes, precision)
     if key not in cache:
-        cache[key] = fit(method, gpu.memory_bytes, precision)
+        try:
+            cache[key] = fit(method, gpu.memory_bytes, precision)
+        except BadInput as err:  # the method cannot run this model at all (e.g. QLoRA with a 16-bit base)
+            cache[key] = str(err)
     out = cache[key]
+    if isinstance(out, str):
+        return Exclusion(option, out, "model")
     if out.fits:
         return GpuFit(method, gpu, out)
     need = f"needs {gib(out.peak_bytes)}" if out.peak_bytes else "does not fit"

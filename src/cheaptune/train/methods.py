@@ -116,6 +116,9 @@ def load_model(cfg: TrainConfig, prec: Precision):
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise BadInput(f"cannot load model '{cfg.base_model}': {first}") from None
     if cfg.method == "qlora":
+        from cheaptune.estimate.build import check_quantized
+
+        check_quantized(model, model.config.model_type)
         disable_avx512bf16(model)
     return model
 
