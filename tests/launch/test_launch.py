@@ -53,7 +53,7 @@ def test_cli_dry_run_writes_validated_yaml(tmp_path, plan_file, run_cli):
     code, stdout, err = run_cli("launch", str(plan_file), "--dry-run", "--out", str(out), "--json")
     assert code == 0, err
     assert yaml.safe_load(out.read_text())["resources"]["accelerators"] == "RTX4090:1"
-    assert '"task_yaml"' in stdout
+    assert '"task_yaml"' in stdout and '"secrets_unset"' in stdout  # names only, never values
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -161,3 +161,50 @@ def test_two_node_plan_runs_torchrun_on_every_node_and_meters_both(tmp_path, rec
     from sky import Task
 
     assert Task.from_yaml(str(prep.yaml_path)).num_nodes == 2
+
+
+@pytest.mark.parametrize("change,needle", [
+    ({"dataset": "nowhere/rows.jsonl"}, "not found"),
+    ({"dataset": None}, "no dataset"),
+    ({"model": "llama-9000-unknown"}, "unknown model"),
+    ({"model": "/no/such/model"}, "no such file"),
+])
+def test_missing_inputs_fail_before_anything_is_written(change, needle, tmp_path, recorder):
+    plan = make_plan(offer("runpod", "RTX4090", 0.69)).model_copy(update=change)
+    with pytest.raises(BadInput, match=needle):
+        launcher.prepare(plan, LaunchOptions(), recorder, tmp_path / "t.yaml")
+    assert not (tmp_path / "t.yaml").exists() and not (tmp_path / "t.files").exists() and not recorder.calls
+
+
+def test_alias_becomes_hub_id_and_config_paths_are_rewritten(tmp_path, recorder, monkeypatch):
+    from .conftest import DEMO_DATA
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rows.jsonl").write_text('{"text": "a"}\n')
+    (tmp_path / "train.yaml").write_text(f"datasets:\n  - path: rows.jsonl\n  - path: {DEMO_DATA}\nmax_steps: 5\n")
+    plan = make_plan(offer("runpod", "RTX4090", 0.69)).model_copy(update={"model": "smollm2-135m"})
+    prep = launcher.prepare(plan, LaunchOptions(config=tmp_path / "train.yaml"), recorder, tmp_path / "t.yaml")
+    remote_plan = yaml.safe_load((prep.staging_dir / "plan.yaml").read_text())
+    remote_config = yaml.safe_load((prep.staging_dir / "config.yaml").read_text())
+    assert remote_plan["model"] == "HuggingFaceTB/SmolLM2-135M"
+    assert [d["path"] for d in remote_config["datasets"]] == ["/cheaptune/data/rows.jsonl", "/cheaptune/data/train.jsonl"]
+    assert prep.task["file_mounts"]["/cheaptune/data/rows.jsonl"] == str(tmp_path / "rows.jsonl")
+
+
+@pytest.mark.parametrize("config,needle", [
+    ("lerning_rate: 0.1\n", "unknown key 'lerning_rate'"),
+    ("micro_batch_size: 0\n", "micro_batch_size"),
+])
+def test_config_the_trainer_would_refuse_fails_the_dry_run(config, needle, tmp_path, recorder):
+    (tmp_path / "c.yaml").write_text(config)
+    with pytest.raises(BadInput, match=needle):
+        launcher.prepare(make_plan(offer("runpod", "RTX4090", 0.69)), LaunchOptions(config=tmp_path / "c.yaml"),
+                         recorder, tmp_path / "t.yaml")
+    assert not (tmp_path / "t.yaml").exists()
+
+
+def test_estimate_that_does_not_fit_an_overridden_gpu_is_refused(tmp_path, recorder):
+    plan = make_plan(offer("aws", "T4", 0.5))  # the plan's estimate: 8 GiB ... on a 16 GB T4 it fits
+    big = plan.model_copy(update={"prediction": plan.prediction.model_copy(update={"peak_vram_bytes": 40 * 2**30})})
+    with pytest.raises(BadInput, match="does not fit T4"):
+        launcher.prepare(big, LaunchOptions(), recorder, tmp_path / "t.yaml")

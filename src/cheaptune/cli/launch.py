@@ -33,7 +33,9 @@ def launch(
     secret: list[str] = typer.Option(None, "--secret", help="Secret env NAME passed from your environment (repeatable)."),
     idle_minutes: int = typer.Option(10, "--idle-minutes", help="Cluster autodown after this many idle minutes."),
     max_restarts: int = typer.Option(1, "--max-restarts", help="Managed job: restarts after a crash (not preemptions)."),
-    install: str = typer.Option(None, "--install", help="pip spec or local wheel/folder for cheaptune on the machine."),
+    install: str = typer.Option(None, "--install", help="pip spec or local wheel/folder for cheaptune on the machine "
+                                "(default: a wheel of this cheaptune, or its version from the index it came from)."),
+    index_url: str = typer.Option(None, "--index-url", help="Package index the machine installs from (with --install)."),
     disk_gb: int = typer.Option(None, "--disk-gb", help="Disk size in GB (default: from model, dataset, checkpoints)."),
     max_hourly_cost: float = typer.Option(None, "--max-hourly-cost", help="Cap SkyPilot's instance price (USD/h)."),
     status: bool = typer.Option(False, "--status", help="Show managed jobs (or the job given with --job)."),
@@ -78,16 +80,20 @@ def launch(
         mode="cluster" if cluster else "job", name=name, cluster=cluster, config=config,
         checkpoint_dir=checkpoint_dir or DEFAULT_CHECKPOINT_DIR, bucket=bucket, bucket_mode=bucket_mode,
         margin=margin, secrets=tuple(secret) if secret else DEFAULT_SECRETS, idle_minutes=idle_minutes,
-        max_restarts_on_errors=max_restarts, install=install, disk_gb=disk_gb, max_hourly_cost=max_hourly_cost,
+        max_restarts_on_errors=max_restarts, install=install, index_url=index_url, disk_gb=disk_gb, max_hourly_cost=max_hourly_cost,
     )
     if dry_run:
         prep = launcher.prepare(plan_obj, opts, backend, out)
         info = {"task_yaml": str(prep.yaml_path), "name": prep.task["name"],
-                "offers": [launcher.describe(o) for o in prep.selection.offers], "skipped": prep.selection.skipped}
+                "offers": [launcher.describe(o) for o in prep.selection.offers], "skipped": prep.selection.skipped,
+                "secrets_set": prep.checked.secrets_set, "secrets_unset": prep.checked.secrets_unset}
         if as_json:
             emit_json(info)
         else:
-            typer.echo(f"wrote {info['task_yaml']} (validated by SkyPilot); offers: {'; '.join(info['offers'])}")
+            typer.echo(f"wrote {info['task_yaml']} (checked by train's validation and SkyPilot's); "
+                       f"offers: {'; '.join(info['offers'])}")
+            typer.echo(f"secrets passed at launch: {', '.join(info['secrets_set']) or 'none'}; "
+                       f"not set here: {', '.join(info['secrets_unset']) or 'none'}")
         return
     info = launcher.launch(plan_obj, opts, backend, out)
     if as_json:
