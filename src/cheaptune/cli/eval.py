@@ -13,7 +13,9 @@ def register(app: typer.Typer) -> None:
 
 def eval_cmd(
     run: str = typer.Argument(..., help="Run id, prefix or name, or a folder with a saved adapter."),
-    data: str = typer.Option(..., "--data", help="Held-out rows (messages, prompt/completion, alpaca, text...)."),
+    data: str = typer.Option(None, "--data", help="Held-out rows (messages, prompt/completion, alpaca, text...)."),
+    tasks: str = typer.Option(None, "--tasks", help="lm-evaluation-harness tasks, comma-separated (the harness extra)."),
+    tasks_dir: str = typer.Option(None, "--tasks-dir", help="Folder of your own lm-eval task YAMLs (instead of the built-in ones)."),
     base: str = typer.Option(None, "--base", help="Base model folder or hub id (default: the adapter's)."),
     limit: int = typer.Option(None, "--limit", help="Score only the first N rows."),
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="Rows per forward/generate batch."),
@@ -26,11 +28,19 @@ def eval_cmd(
     from cheaptune.evaluate.run import evaluate, headline
 
     result = evaluate(run, data, base=base, limit=limit, batch_size=batch_size, max_new_tokens=max_new_tokens,
-                      report=report, progress=not json_out)
+                      report=report, progress=not json_out,
+                      tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None, tasks_dir=tasks_dir)
     if json_out:
         from cheaptune.cli.output import emit_json
 
         emit_json(result)
+        return
+    for task, sides in result.get("tasks", {}).items():
+        scores = ", ".join(f"{m} {v:.4g} -> {sides.get('tuned', {}).get(m, float('nan')):.4g}"
+                           for m, v in sides.get("base", {}).items())
+        typer.echo(f"{task}: {scores}")
+    if "tuned" not in result:
+        typer.echo(f"report: {result['report']}")
         return
     b, t = result["base"], result["tuned"]
     typer.echo(f"{result['rows']} rows: loss {b['loss']:.4f} -> {t['loss']:.4f}, perplexity {b['perplexity']:.4g} "

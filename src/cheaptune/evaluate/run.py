@@ -18,22 +18,45 @@ def headline(side: dict[str, Any]) -> tuple[str, float] | None:
 
 def evaluate(ref: str, data: str | None = None, *, dataset: Any = None, base: str | None = None,
              limit: int | None = None, batch_size: int = 8, max_new_tokens: int | None = None,
-             report: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
-    """Scores of the adapter `ref` (run or folder) against its base on `data` (a file) or `dataset`."""
+             report: str | Path | None = None, progress: bool = True, tasks: list[str] | None = None,
+             tasks_dir: str | None = None) -> dict[str, Any]:
+    """Scores of the adapter `ref` (run or folder) against its base on `data` (a file) or `dataset`, and
+    on lm-evaluation-harness `tasks` when given."""
+    from cheaptune.errors import BadInput
+    from cheaptune.export.source import resolve_source
+
+    if limit is not None and limit < 1:
+        raise BadInput(f"--limit must be >= 1 (got {limit})")
+    if dataset is None and not data and not tasks:
+        raise BadInput("nothing to evaluate on: pass --data FILE (held-out rows in a training format) or --tasks")
+    src = resolve_source(ref, base)
+    result: dict[str, Any] = {"rows": 0}
+    if dataset is not None or data:
+        result = _score_rows(src, data, dataset, limit, batch_size, max_new_tokens, progress)
+    if tasks:
+        from cheaptune.evaluate.harness import run_tasks
+
+        result["tasks"] = run_tasks(src, tasks, tasks_dir, limit, batch_size)
+    result.update(data=str(data) if data else "validation split" if dataset is not None else None,
+                  base_model=src.base, adapter=str(src.adapter_dir), run_id=(src.run or {}).get("id"))
+    path = Path(report) if report else src.adapter_dir / "eval_report.md"
+    atomic.write_text(path, markdown(result))
+    result["report"] = str(path)
+    if src.run is not None:
+        record(src.run["id"], result)
+    return result
+
+
+def _score_rows(src: Any, data: str | None, dataset: Any, limit: int | None, batch_size: int,
+                max_new_tokens: int | None, progress: bool) -> dict[str, Any]:
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from cheaptune.errors import BadInput
     from cheaptune.evaluate.runner import compare, examples
-    from cheaptune.export.source import resolve_source
 
-    if limit is not None and limit < 1:
-        raise BadInput(f"--limit must be >= 1 (got {limit})")
-    src = resolve_source(ref, base)
     if dataset is None:
-        if not data:
-            raise BadInput("no data to evaluate on: pass --data FILE (held-out rows in a training format)")
         from cheaptune.data import load_dataset_rows
 
         dataset = load_dataset_rows(data).dataset
@@ -47,13 +70,6 @@ def evaluate(ref: str, data: str | None = None, *, dataset: Any = None, base: st
     result = compare(model, tokenizer, exs, batch_size, max_new_tokens, progress)
     for side in ("base", "tuned"):
         result[side].pop("answers", None)
-    result.update(data=str(data) if data else "validation split", base_model=src.base,
-                  adapter=str(src.adapter_dir), run_id=(src.run or {}).get("id"))
-    path = Path(report) if report else src.adapter_dir / "eval_report.md"
-    atomic.write_text(path, markdown(result))
-    result["report"] = str(path)
-    if src.run is not None:
-        record(src.run["id"], result)
     return result
 
 
@@ -68,8 +84,12 @@ def after_training(out_dir: Path, data: str | None, dataset: Any, run_id: str | 
 
 def _event(result: dict[str, Any]) -> dict[str, Any]:
     keep = ("loss", "perplexity", "exact_match", "accuracy", "json_valid", "schema_valid")
-    return {"data": result["data"], "rows": result["rows"],
-            **{side: {k: result[side][k] for k in keep if k in result[side]} for side in ("base", "tuned")}}
+    out = {"data": result["data"], "rows": result["rows"],
+           **{side: {k: result[side][k] for k in keep if k in result[side]} for side in ("base", "tuned")
+              if side in result}}
+    if "tasks" in result:
+        out["tasks"] = result["tasks"]
+    return out
 
 
 def record(run_id: str, result: dict[str, Any]) -> None:
@@ -85,10 +105,17 @@ def _pct(x: float | None) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     """A small report: base vs tuned per metric, the confusion table for labels, three examples."""
-    b, t = result["base"], result["tuned"]
     lines = [f"# Evaluation: {result.get('adapter', '')}", "", f"Base model: {result.get('base_model', '')}; "
-             f"data: {result.get('data', '')} ({result['rows']} rows)", "", "| metric | base | tuned | change |",
-             "|---|---|---|---|"]
+             f"data: {result.get('data') or '-'} ({result['rows']} rows)", ""]
+    for task, sides in result.get("tasks", {}).items():
+        lines += [f"lm-eval task {task}:", "", "| metric | base | tuned |", "|---|---|---|"]
+        lines += [f"| {m} | {v:.4g} | {sides.get('tuned', {}).get(m, float('nan')):.4g} |"
+                  for m, v in sides.get("base", {}).items()]
+        lines.append("")
+    if "tuned" not in result:
+        return "\n".join(lines)
+    b, t = result["base"], result["tuned"]
+    lines += ["| metric | base | tuned | change |", "|---|---|---|---|"]
     for key in ("loss", "perplexity"):
         lines.append(f"| {key} | {b[key]:.4g} | {t[key]:.4g} | {t[key] - b[key]:+.4g} |")
     for key in ("exact_match", "accuracy", "json_valid", "schema_valid"):
