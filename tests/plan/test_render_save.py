@@ -48,3 +48,41 @@ def test_save_round_trip(tmp_path):
     assert all(a.gpu == best.gpu for a in back.alternatives)
     if best.spot:
         assert back.train.checkpoint_minutes and back.prediction.cost.pessimistic_total > best.total
+
+
+def test_saved_settings_are_the_ones_the_option_was_fitted_with():
+    """Precision resolved for the chosen board (a T4 trains fp16-mixed), QLoRA's quantization, the plan's
+    rank, GPUs and sharding; never the old '-mixed' for everything."""
+    from cheaptune.plan.candidates import run_precision
+    from tests.plan.fakes import gpu, offer
+
+    for method in ("full", "lora", "qlora"):
+        r = make_plan("test-7b", SHAPE_7B, 4096, Workload(tokens=1_000_000, epochs=1), Constraints(methods=(method,)),
+                      [gpu("T4", 16, arch="turing", bf16=False), gpu("A100-80GB", 80)],
+                      [offer("aws", "T4", 0.5), offer("aws", "A100-80GB", 3.0)], fake_fit())
+        best = r.recommended
+        s = to_planfile(r, "org/test-7b", None).train
+        assert s.precision == run_precision(method, best.spec)
+        assert s.quant == ("nf4-dq" if method == "qlora" else None)
+        assert (s.lora_r, s.gpus, s.sharding) == ((None if method == "full" else 16), best.total_gpus, best.sharding)
+
+
+def test_the_plan_stores_what_from_pretrained_loads(tmp_path):
+    from cheaptune.catalog.models import loadable_name, resolve_model
+
+    alias = resolve_model("llama-2-7b")
+    assert loadable_name("llama-2-7b", alias) == "meta-llama/Llama-2-7b-hf"
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json_config())
+    assert loadable_name(str(tmp_path / "m"), resolve_model(tmp_path / "m")) == str((tmp_path / "m").resolve())
+    r = result()
+    saved = to_planfile(r, "meta-llama/Llama-2-7b-hf", None, label="llama-2-7b")
+    assert (saved.model, saved.model_label) == ("meta-llama/Llama-2-7b-hf", "llama-2-7b")
+
+
+def json_config() -> str:
+    import json
+
+    return json.dumps({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 256,
+                       "max_position_embeddings": 512})
