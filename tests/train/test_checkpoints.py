@@ -73,3 +73,26 @@ def test_resume_skips_a_checkpoint_missing_a_ranks_state(tmp_path, monkeypatch):
         rs.choose(str(tmp_path / "checkpoint-4"), tmp_path)
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert rs.choose("auto", tmp_path) == tmp_path / "checkpoint-4"
+
+
+def test_full_disk_during_a_save_keeps_the_last_checkpoint_and_stops_in_one_line(tmp_path):
+    import errno
+
+    from cheaptune.errors import BadInput
+
+    done = tmp_path / "checkpoint-4"
+    done.mkdir()
+    (done / "adapter.safetensors").write_bytes(b"weights")
+    ck.write_manifest(done, 4)
+    staged = ck.staging_dir(tmp_path) / "checkpoint-8"
+    staged.mkdir(parents=True)
+    full = "disk full while saving the checkpoint of step 8 .*checkpoint-4 is intact"
+    with pytest.raises(BadInput, match=full), ck.no_space_stops(tmp_path, 8):
+        (staged / "adapter.safetensors").write_bytes(b"half")
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as err:
+            raise RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed") from err
+    assert not ck.staging_dir(tmp_path).exists() and ck.verify(done) is None
+    with pytest.raises(ValueError, match="other"), ck.no_space_stops(tmp_path, 9):
+        raise ValueError("other errors pass through")

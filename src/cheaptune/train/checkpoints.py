@@ -7,15 +7,19 @@ checkpoints or the new one; resume trusts only folders whose manifest verifies.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from cheaptune.errors import BadInput
 from cheaptune.util import atomic
 
 log = logging.getLogger(__name__)
@@ -90,6 +94,33 @@ def staging_dir(root: Path) -> Path:
 def clear_staging(root: Path) -> None:
     """Remove what a killed save left half-written."""
     shutil.rmtree(staging_dir(root), ignore_errors=True)
+
+
+@contextmanager
+def no_space_stops(root: Path, step: int) -> Iterator[None]:
+    """A save that runs out of disk drops its half-written staging folder, leaves the published
+    checkpoints as they are, and stops the run with one line (rerunning resumes from the last one)."""
+    try:
+        yield
+    except Exception as err:
+        if not _no_space(err):
+            raise
+        clear_staging(root)
+        done = list_checkpoints(root)
+        kept = f"{done[-1].name} is intact" if done else "no earlier checkpoint exists"
+        raise BadInput(f"disk full while saving the checkpoint of step {step} in {root}; {kept}; free space "
+                       "(or set --checkpoint-dir on a larger disk) and run the same command to resume") from None
+
+
+def _no_space(err: BaseException | None) -> bool:
+    """Whether an exception (or one it came from) is a full disk; torch reports it as 'file write failed'."""
+    while err is not None:
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "No space left on device" in str(err) or "file write failed" in str(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def publish(staged: Path, root: Path) -> Path:

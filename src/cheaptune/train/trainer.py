@@ -51,7 +51,8 @@ class AtomicSFTTrainer(SFTTrainer):
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         # Every rank writes its part into staging between barriers; the main process publishes.
-        return save_checkpoint_all_ranks(self, model, trial)
+        with ck.no_space_stops(self.checkpoint_root, self.state.global_step):
+            return save_checkpoint_all_ranks(self, model, trial)
 
 
 def _save_hook(step: int) -> None:
