@@ -7,7 +7,7 @@ are an independent held-out check and never enter this bench (HELD_OUT).
 
 Each row is compared on its own metric (allocated, reserved or nvidia-smi). Beside our estimator, two
 popular formulas: weights-only (accelerate estimate-memory's "training with Adam": max stage, all
-params trainable) and gpu_poor's fixed-overhead formula (research/vram_estimators.md 2.1, 2.2).
+params trainable) and gpu_poor's fixed-overhead formula (docs/sources.md#accelerate-estimate-memory, #gpu_poor).
 Run: .venv/bin/python bench/memory_accuracy.py   -> bench/results/memory_accuracy.json
 """
 

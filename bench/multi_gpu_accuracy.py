@@ -1,7 +1,8 @@
 """Per-GPU memory under DDP/FSDP/ZeRO: our prediction vs published multi-GPU measurements.
 
 Usage: .venv/bin/python bench/multi_gpu_accuracy.py [--json]
-Rows: bench/data/vram_multi_gpu.csv (copied, with sources, from ../shared/data/vram_measured_public.csv).
+Rows: bench/data/vram_multi_gpu.csv (the multi-GPU rows of vram_measured_public.csv; sources:
+docs/sources.md#public-measurements).
 Each row's single-GPU estimate is simulated (cached on disk after the first run), then sharded.
 Metric mapping: max_allocated / torch_peak -> peak_allocated; per_gpu_screenshot (nvidia-smi) -> device_total.
 """

@@ -1,7 +1,7 @@
 """Closed-form fallback for models the simulation cannot build (custom code, fake-tensor failures).
 
 Deliberately pessimistic: every term is the upper end of what the simulation finds for Llama-like
-blocks (research/memory_simulation.md §6), then a 15% margin, because under-estimating VRAM is the
+blocks (docs/sources.md#simulation-vs-the-classic-formula), then a 15% margin, because under-estimating VRAM is the
 expensive mistake.
 """
 

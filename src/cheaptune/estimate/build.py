@@ -1,6 +1,6 @@
 """Build the model as our trainer would, on meta, then swap its tensors for fake CPU tensors.
 
-Order matters (research/memory_simulation.md): everything that changes module structure or dtypes
+Order matters (docs/sources.md#memory-simulation): everything that changes module structure or dtypes
 (peft, bitsandbytes replacement, gradient checkpointing) happens on meta, because Module._apply and
 peft cannot handle FakeTensor parameters; only then are parameters swapped, keeping ties.
 """

@@ -1,6 +1,6 @@
 """Simulate a shortened stack and extrapolate linearly in the number of blocks.
 
-Memory per phase is exactly affine in the block count for a repeating stack (research note §1f:
+Memory per phase is exactly affine in the block count for a repeating stack (docs/sources.md#layer-count-extrapolation:
 7B 50.697 extrapolated vs 50.694 GiB simulated), so two short runs give the full model in seconds.
 Alternating stacks (sliding/global attention) and MoE stacks with dense first layers repeat with a
 period longer than one block: we simulate prefix + 1 period and prefix + 2 periods.

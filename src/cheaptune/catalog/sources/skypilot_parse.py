@@ -1,6 +1,6 @@
 """Parse one SkyPilot `vms.csv` into Offers, by header name, dropping (and counting) bad rows.
 
-Quirks handled (research/cloud_costs.md s1.5): column order differs per cloud; GCP prices a GPU in
+Quirks handled (docs/sources.md#skypilot-catalog-quirks): column order differs per cloud; GCP prices a GPU in
 an accelerator row with no InstanceType, added here to its host row; 700.0 is a placeholder; spot
 above on-demand is invalid; spot equal to on-demand (or 0) means no spot price; AWS lists one row
 per zone (we keep the cheapest per instance and region); Azure's ND96isr_H100_v5 says 12 GPUs (8).
