@@ -1,7 +1,8 @@
 """Run two real training steps of the built model on fake (or, for validation, real) CPU tensors.
 
 Step 2 is the one reported: in step 1 the optimizer state does not exist yet during forward and
-backward, which under-states the peak (7B at b=4, s=2048: 61 vs 86 GiB in the research note).
+backward, which under-states the peak (7B at b=4, s=2048: 61 vs 86 GiB,
+docs/sources.md#memory-simulation).
 
 The step is our trainer's (trl 1.16 SFTTrainer.training_step): trl's chunked LM head (loss plus the
 entropy/accuracy metrics it logs, computed per tile, never the full logits), gradient clipping, and
