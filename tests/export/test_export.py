@@ -96,3 +96,21 @@ def test_gguf_without_converter_says_how_to_get_it(tiny_model_dir, tiny_adapter,
     code, _, err = run_cli("export", str(tiny_adapter), "--to", "gguf", "--out", str(tmp_path / "g"),
                            "--base", str(tiny_model_dir))
     assert code == 2 and "LLAMA_CPP_DIR" in err and not (tmp_path / "g").exists()
+
+
+def test_gguf_calls_llama_cpp_converter_on_the_merged_model(tiny_model_dir, tiny_adapter, tmp_path, run_cli,
+                                                            monkeypatch):
+    fake = tmp_path / "llama.cpp"
+    fake.mkdir()
+    # stands in for llama.cpp's script: checks it was given a merged model, writes the --outfile
+    (fake / "convert_hf_to_gguf.py").write_text(
+        "import sys, pathlib\nsrc = pathlib.Path(sys.argv[1])\n"
+        "assert (src / 'config.json').is_file() and (src / 'model.safetensors').is_file()\n"
+        "out = pathlib.Path(sys.argv[sys.argv.index('--outfile') + 1])\n"
+        "out.write_text('GGUF ' + sys.argv[sys.argv.index('--outtype') + 1])\n")
+    monkeypatch.setenv("LLAMA_CPP_DIR", str(fake))
+    code, _, err = run_cli("export", str(tiny_adapter), "--to", "gguf", "--out", str(tmp_path / "g"),
+                           "--base", str(tiny_model_dir))
+    assert code == 0, err
+    assert (tmp_path / "g" / "model-f16.gguf").read_text() == "GGUF f16"
+    assert not (tmp_path / "g" / "merged").exists()
