@@ -5,8 +5,8 @@
 
 Prints, for estimate/data/overheads.yaml: the CUDA context (nvidia-smi used minus torch's max reserved,
 sampled at step ends while the cache holds the step's blocks) and the allocator slack fraction
-(reserved / allocated - 1); for estimate/data/mfu.yaml: the median measured MFU per (GPU class, method
-kind); and the estimator's error per case. It only prints: a person copies the values, with this file's
+(reserved / allocated - 1); for estimate/data/steptime.yaml: the median measured MFU per (GPU, method
+kind: full or adapter), to set the board's sustained fraction; and the estimator's error per case. It only prints: a person copies the values, with this file's
 name and date as their source, so a bad run cannot silently rewrite the tables.
 """
 
@@ -28,19 +28,15 @@ def _quantile(xs: list[float], q: float) -> float:
 
 def fit(doc: dict[str, Any]) -> dict[str, Any]:
     """The fitted constants; pure so tests can feed a synthetic results document."""
-    from cheaptune.catalog.gpus import resolve_gpu
-    from cheaptune.estimate.throughput import gpu_class, load_mfu_table
-
-    kinds = load_mfu_table()["method_kind"]
     ok = [r for r in doc["cases"] if r.get("status") == "ok" and r.get("measured", {}).get("max_reserved_bytes")]
     context = [r["measured"]["nvidia_smi_used_mib"] * MIB - r["measured"]["max_reserved_bytes"]
                for r in ok if r["measured"].get("nvidia_smi_used_mib")]
     slack = [r["measured"]["max_reserved_bytes"] / r["measured"]["max_allocated_bytes"] - 1 for r in ok]
-    cls = gpu_class(resolve_gpu(doc["gpu"])) if doc.get("gpu") else "cpu"
+    cls = doc.get("gpu") or "cpu"
     mfu: dict[str, list[float]] = {}
     for r in ok:
         if r["measured"].get("mfu"):
-            mfu.setdefault(kinds.get(r["method"], r["method"]), []).append(r["measured"]["mfu"])
+            mfu.setdefault("full" if r["method"] == "full" else "adapter", []).append(r["measured"]["mfu"])
     errors = []
     for r in ok:
         p, m = r.get("predicted", {}), r["measured"]

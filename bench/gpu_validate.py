@@ -111,13 +111,12 @@ def predict_memory(case: Case, config: dict[str, Any], precision: str) -> dict[s
 
 def predict_throughput(case: Case, config: dict[str, Any], gpu: Any, trainable: int) -> dict[str, Any]:
     from cheaptune.catalog.models import count_params
-    from cheaptune.estimate.throughput import ModelShape, estimate_throughput, flops_per_token
+    from cheaptune.estimate.throughput import Job, ModelShape, step_time
 
     shape = ModelShape.from_config(config, count_params(config))
-    t = estimate_throughput(shape, gpu, case.method, case.seq_len, case.micro_batch, case.grad_ckpt, trainable)
-    flops = flops_per_token(shape, case.method, case.seq_len, case.grad_ckpt, trainable).total
-    return {"tokens_per_s": t.tokens_per_s, "mfu": t.mfu, "peak_tflops": t.peak_tflops, "flops_per_token": flops,
-            "step_overhead_s": t.step_overhead_s}
+    t = step_time(Job(shape, case.method, case.seq_len, case.micro_batch, case.grad_ckpt, trainable), gpu)
+    return {"tokens_per_s": t.tokens_per_s, "mfu": t.mfu, "peak_tflops": t.peak_tflops,
+            "flops_per_token": t.flops_per_token, "parts": t.parts}
 
 
 def nvidia_smi_used_mib() -> int | None:

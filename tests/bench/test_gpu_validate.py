@@ -65,7 +65,7 @@ def test_recalibrate_fits_context_slack_and_mfu(bench):
     assert fit["overheads"]["cuda_context_bytes"] == 520 << 20
     assert fit["overheads"]["cuda_context_median_bytes"] == 510 << 20
     assert fit["overheads"]["allocator_slack_median"] == pytest.approx(0.1)
-    assert fit["mfu"]["hopper"]["lora"]["mfu"] == pytest.approx(0.35)
-    assert fit["mfu"]["hopper"]["full"]["n"] == 1
+    assert fit["mfu"]["H200"]["adapter"]["mfu"] == pytest.approx(0.35)
+    assert fit["mfu"]["H200"]["full"]["n"] == 1
     assert fit["worst_underprediction"]["allocated"] == pytest.approx(0.1, rel=1e-3)
     assert fit["relative_errors"][0]["tokens_per_s"] == pytest.approx(-0.1)

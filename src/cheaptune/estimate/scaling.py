@@ -1,105 +1,113 @@
-"""Data-parallel scaling: how much of N GPUs' paid time turns into training, from published figures.
+"""Communication of data-parallel training: bytes each sharding strategy sends, over which link.
 
-Efficiency = throughput of N GPUs / (N x one GPU). It falls with GPU count, more over PCIe than over
-NVLink, more again across nodes, and more for full sharding (FSDP/ZeRO-3 move 1.5x DDP's bytes).
-The planner multiplies one GPU's tokens/s by N x efficiency and pays for the idle rest, including
-GPUs on nodes that came up early and wait for the last one. Figures: data/scaling.yaml.
+Why bytes and not an efficiency table: what DDP sends is the trainable gradients (a LoRA adapter's
+are a few MB, a full fine-tune's are the whole model), FSDP/ZeRO-3 gather the stored weights every
+micro-step (0.56 B per weight for a 4-bit base, 2 B for bf16) and scatter the gradients, and CPU
+offload moves the shard over PCIe to the host. Time = bytes / the link's bandwidth (NVLink, PCIe without
+peer-to-peer on GeForce, the network between nodes), then hidden behind compute as far as the strategy
+overlaps (`exposed_seconds`). Ring collectives: all-reduce moves 2(n-1)/n of the data, all-gather and
+reduce-scatter (n-1)/n; across nodes each node's NIC carries the inter-node share. Constants:
+data/steptime.yaml.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
-
-import yaml
+from typing import Any
 
 from cheaptune.errors import BadInput
 
-DATA = Path(__file__).with_name("data") / "scaling.yaml"
-NETWORKS = ("infiniband", "ethernet")
-
-
-@cache
-def table() -> dict:
-    return yaml.safe_load(DATA.read_text())
-
-
-def _interp(points: dict, n: int) -> float:
-    """Value at n from {count: {value}}, log-linear between published counts, flat beyond the last."""
-    xs = sorted(k for k in points if isinstance(k, int))
-    vals = {k: float(points[k]["value"]) for k in xs}
-    if n <= 1:
-        return 1.0
-    lo_x, lo_v = 1, 1.0
-    for x in xs:
-        if n == x:
-            return vals[x]
-        if n < x:
-            t = (math.log(n) - math.log(lo_x)) / (math.log(x) - math.log(lo_x))
-            return lo_v + t * (vals[x] - lo_v)
-        lo_x, lo_v = x, vals[x]
-    return vals[xs[-1]]
-
-
-def _link(interconnect) -> str:
-    kind = getattr(interconnect, "interconnect", interconnect)  # a GpuSpec or its interconnect string
-    if kind in ("nvlink", "sxm"):
-        return "nvlink"
-    if kind == "pcie":
-        return "pcie"
-    raise BadInput(f"interconnect {kind!r} is not one of nvlink, sxm, pcie")
-
-
-def scaling_efficiency(gpus_per_node: int, nodes: int = 1, interconnect="nvlink", sharding: str = "ddp",
-                       offload: bool = False, network: str = "infiniband") -> float:
-    """Fraction (0, 1] of N x one-GPU throughput that N = gpus_per_node x nodes GPUs deliver."""
-    if gpus_per_node < 1 or nodes < 1:
-        raise BadInput(f"GPUs per node and nodes must be >= 1 (got {gpus_per_node}, {nodes})")
-    if network not in NETWORKS:
-        raise BadInput(f"network {network!r} is not one of {', '.join(NETWORKS)}")
-    t = table()
-    factors = t["strategy_comm_factor"]
-    if sharding not in factors:
-        raise BadInput(f"sharding {sharding!r} is not one of {', '.join(factors)}")
-    intra = _interp(t["intra_node"]["nvlink"], gpus_per_node)
-    if _link(interconnect) == "pcie" and gpus_per_node > 1:
-        intra *= float(t["intra_node"]["pcie_vs_nvlink"]["value"])
-    inter = _interp(t["inter_node"], nodes)
-    if nodes > 1 and network == "ethernet":
-        inter *= float(t["inter_node"]["ethernet_vs_infiniband"]["value"])
-    ddp_eff = intra * inter
-    eff = 1.0 - (1.0 - ddp_eff) * float(factors[sharding]["value"])
-    if offload:
-        eff *= float(t["offload_factor"]["value"])
-    return max(min(eff, 1.0), 0.05)
+NETWORKS = ("ethernet", "infiniband")
+SHARDINGS = ("ddp", "zero2", "zero3", "fsdp")
+GATHERING = ("zero3", "fsdp")  # shardings that all-gather weights every micro-step
+SHARDED_OPTIMIZER = ("zero2", "zero3", "fsdp")
 
 
 @dataclass(frozen=True)
-class ScaleOut:
-    tokens_per_s: float  # all GPUs together
-    efficiency: float  # of compute time, communication losses only
-    idle_fraction: float  # of paid GPU time: communication waits plus nodes waiting for the last node
-    gpus: int
+class Layout:
+    """Where the job runs: GPUs per node, nodes, how model state is split, the network between nodes."""
+
+    gpus_per_node: int = 1
+    nodes: int = 1
+    sharding: str | None = None  # None on one GPU
+    offload: bool = False
+    network: str = "ethernet"
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_node < 1 or self.nodes < 1:
+            raise BadInput(f"GPUs per node and nodes must be >= 1 (got {self.gpus_per_node}, {self.nodes})")
+        if self.sharding is not None and self.sharding not in SHARDINGS:
+            raise BadInput(f"sharding {self.sharding!r} is not one of {', '.join(SHARDINGS)}")
+        if self.network not in NETWORKS:
+            raise BadInput(f"network {self.network!r} is not one of {', '.join(NETWORKS)}")
+        if self.offload and self.sharding in (None, "ddp"):
+            raise BadInput("offload needs --sharding fsdp, zero2 or zero3 (DDP keeps everything on the GPU)")
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
 
 
-def effective_throughput(one_gpu_tokens_per_s: float, gpus_per_node: int, nodes: int = 1, interconnect="nvlink",
-                         sharding: str = "ddp", offload: bool = False, network: str = "infiniband",
-                         node_wait_s: float = 0.0, compute_s: float | None = None) -> ScaleOut:
-    """Tokens/s of the whole job and the idle fraction of what is paid for.
+@dataclass(frozen=True)
+class Comm:
+    """Seconds of transfers: once per optimizer step (DDP/ZeRO-2) and per micro-step (gathers, offload)."""
 
-    node_wait_s: how long the earliest nodes are billed before the last one joins the rendezvous;
-    compute_s: the job's training wall time (needed to weigh that wait; without it the wait is ignored).
-    """
-    if one_gpu_tokens_per_s <= 0:
-        raise BadInput(f"one-GPU throughput must be > 0 tokens/s (got {one_gpu_tokens_per_s})")
-    eff = scaling_efficiency(gpus_per_node, nodes, interconnect, sharding, offload, network)
-    gpus = gpus_per_node * nodes
-    paid = useful = 1.0
-    if compute_s and compute_s > 0 and nodes > 1 and node_wait_s > 0:
-        waiting = (nodes - 1) * gpus_per_node * node_wait_s
-        paid = gpus * compute_s + waiting
-        useful = gpus * compute_s
-    idle = 1.0 - eff * useful / paid
-    return ScaleOut(one_gpu_tokens_per_s * gpus * eff, eff, idle, gpus)
+    per_step_s: float = 0.0
+    per_micro_s: float = 0.0
+
+
+def intra_node_gbs(gpu: Any, table: dict) -> float:
+    """Effective collective bandwidth per GPU inside one node, GB/s."""
+    links, arch = table["links"], getattr(gpu, "arch", "")
+    if getattr(gpu, "interconnect", "pcie") in ("nvlink", "sxm"):
+        return float(links["nvlink"].get(arch, links["nvlink"]["default"]))
+    gen = int(links["pcie_gen"].get(arch, links["pcie_gen"]["default"]))
+    gbs = 16 * 2 ** (gen - 3) * float(links["pcie_efficiency"]["value"])
+    if getattr(gpu, "tier", "") == "consumer":
+        gbs *= float(links["no_p2p_factor"]["value"])
+    return gbs
+
+
+def _ring(nbytes: float, n: int, gbs: float, factor: float) -> float:
+    return 0.0 if n <= 1 else factor * (n - 1) / n * nbytes / (gbs * 1e9)
+
+
+def _collective(nbytes: float, layout: Layout, gpu: Any, table: dict, factor: float) -> float:
+    """Hierarchical ring: inside each node over its link, then between nodes over one NIC per node."""
+    inter = float(table["links"]["inter_node_gbs"][layout.network]["value"])
+    return (_ring(nbytes, layout.gpus_per_node, intra_node_gbs(gpu, table), factor)
+            + _ring(nbytes, layout.nodes, inter, factor))
+
+
+def communication(layout: Layout, gpu: Any, stored_bytes: float, grad_bytes: float, table: dict) -> Comm:
+    """Transfers for one GPU's share: `stored_bytes` are the weights as stored (bf16, or NF4 for QLoRA)
+    plus trainable ones, `grad_bytes` the trainable gradients."""
+    if layout.gpus <= 1 and not layout.offload:
+        return Comm()
+    host = float(table["links"]["host_pcie_gbs"]["value"]) * 1e9
+    n = layout.gpus
+    if layout.sharding in GATHERING:
+        micro = 2 * _collective(stored_bytes, layout, gpu, table, 1.0) + _collective(grad_bytes, layout, gpu, table, 1.0)
+        if layout.offload:  # the shard goes up for forward and backward, its gradients come down
+            micro += (2 * stored_bytes + grad_bytes) / n / host
+        return Comm(per_micro_s=micro)
+    step = _collective(grad_bytes, layout, gpu, table, 2.0)  # all-reduce, or ZeRO-2's scatter + gather
+    if layout.offload:
+        step += 2 * grad_bytes / n / host
+    return Comm(per_step_s=step)
+
+
+def exposed_seconds(comm: Comm, layout: Layout, accum: int, micro_compute_s: float, layers: int,
+                    table: dict) -> float:
+    """Communication seconds per optimizer step that compute does not hide. DDP overlaps its all-reduce
+    with the last micro-step's backward (about 2/3 of its compute); gathering strategies prefetch the
+    next unit during compute, leaving one unit's share exposed."""
+    out = 0.0
+    if comm.per_step_s:
+        ovl = float(table["overlap"]["ddp"]["value"])
+        out += comm.per_step_s - ovl * min(comm.per_step_s, micro_compute_s * 2 / 3)
+    if comm.per_micro_s:
+        ovl = float(table["overlap"]["sharded"]["value"])
+        c = comm.per_micro_s
+        out += accum * (max(0.0, c - ovl * micro_compute_s) + c / max(layers, 1))
+    return out

@@ -1,10 +1,12 @@
-"""Training throughput: FLOPs per token over the GPU's dense peak x a calibrated MFU.
+"""Training time per optimizer step: compute, fixed cost, QLoRA dequant, optimizer step and communication.
 
-Why this split: FLOPs per token are arithmetic on the architecture (exact up to small terms), while how
-much of the peak a real run reaches is an empirical number. Keeping the empirical part in one table
-(`data/mfu.yaml`, each value derived from a published measurement) lets our own runs replace it.
-Work that is memory-bound rather than FLOP-bound (QLoRA dequantisation, DoRA's weight norm) is added
-as seconds per optimiser micro-step, because it does not shrink with fewer tokens per step.
+Why a step-time model instead of one MFU per GPU class: what a fine-tune's step costs depends on how
+many tokens each matmul sees (small micro-steps waste the GPU), the model width, a per-layer cost that
+does not shrink with tokens (kernel launches, LoRA's small matmuls), memory-bound work (the optimizer
+step, QLoRA dequantisation) and what the sharding strategy sends over which link. Each part is
+arithmetic on the architecture over a rate with a cited source; fitted constants name their rows
+(`data/steptime.yaml`). FLOPs per token follow the usual count (forward 2N + attention; backward twice
+that for activations, weight gradients only where trainable; one more forward under checkpointing).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from typing import Any
 import yaml
 
 from cheaptune.errors import BadInput
+from cheaptune.estimate import scaling
 
-MFU_FILE = Path(__file__).parent / "data" / "mfu.yaml"
+DATA = Path(__file__).parent / "data" / "steptime.yaml"
 CAUSAL_FRACTION = 0.5  # a causal mask computes half of the seq x seq score matrix
-HOPPER_ARCHS = {"hopper", "blackwell", "cdna3"}
-CONSUMER_TIERS = {"consumer", "professional"}
+ATTN_KERNELS = ("sdpa", "flash", "eager")
+ADAPTER_METHODS = ("lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning")
+GRAD_BYTES = {"full": 2}  # bf16-true full fine-tunes keep bf16 gradients; adapters train in fp32
 
 
 @dataclass(frozen=True)
@@ -64,10 +68,16 @@ class FlopsPerToken:
     backward_activations: float
     backward_weights: float
     recompute: float
+    attention: float  # the part of the total spent in attention (no weights), all passes
 
     @property
     def total(self) -> float:
         return self.forward + self.backward_activations + self.backward_weights + self.recompute
+
+    @property
+    def model(self) -> float:
+        """FLOPs that count towards MFU: the total without checkpoint recompute."""
+        return self.total - self.recompute
 
 
 def flops_per_token(
@@ -84,27 +94,23 @@ def flops_per_token(
         backward_activations=2 * shape.matmul_params + 2 * attn + adapters,
         backward_weights=2 * shape.matmul_params if full else adapters,
         recompute=fwd + adapters if grad_ckpt else 0.0,
+        attention=attn * (4 if grad_ckpt else 3),
     )
 
 
 @functools.lru_cache(maxsize=4)
-def load_mfu_table(path: Path = MFU_FILE) -> dict[str, Any]:
-    """The calibration table; a malformed file is one BadInput line."""
+def load_table(path: Path = DATA) -> dict[str, Any]:
+    """The constants; a malformed file is one BadInput line."""
     try:
         doc = yaml.safe_load(Path(path).read_text())
-        _ = doc["classes"], doc["method_kind"], doc["overheads"]
+        _ = doc["sustained_fraction"], doc["efficiency"], doc["links"], doc["overlap"]
     except (OSError, yaml.YAMLError, KeyError, TypeError) as err:
-        raise BadInput(f"{path}: not a valid MFU table ({err}); restore it from the package") from None
+        raise BadInput(f"{path}: not a valid step-time table ({err}); restore it from the package") from None
     return doc
 
 
-def gpu_class(gpu: Any) -> str:
-    """Calibration class of a GpuSpec-like object (arch and tier attributes)."""
-    if getattr(gpu, "arch", "") in HOPPER_ARCHS:
-        return "hopper"
-    if getattr(gpu, "tier", "") in CONSUMER_TIERS:
-        return "consumer"
-    return "datacenter"
+def _v(entry: Any) -> float:
+    return float(entry["value"] if isinstance(entry, dict) else entry)
 
 
 def peak_flops(gpu: Any, precision: str = "bf16") -> tuple[float, str]:
@@ -118,58 +124,96 @@ def peak_flops(gpu: Any, precision: str = "bf16") -> tuple[float, str]:
     return gpu.fp32_tflops * 1e12, "fp32"
 
 
+def sustained_rate(gpu: Any, precision: str, table: dict) -> float:
+    """FLOP/s a large matmul sustains on this board (datasheet peak x measured or assumed fraction)."""
+    sf = table["sustained_fraction"]
+    return peak_flops(gpu, precision)[0] * _v(sf["boards"].get(gpu.name, sf["default"]))
+
+
+def matmul_efficiency(tokens: int, hidden: int, table: dict) -> float:
+    e = table["efficiency"]
+    return _v(e["e_max"]) * tokens / (tokens + _v(e["tokens_half"])) * hidden / (hidden + _v(e["hidden_half"]))
+
+
 @dataclass(frozen=True)
-class Throughput:
-    tokens_per_s: float
-    mfu: float
+class Job:
+    """What each GPU runs per optimizer step."""
+
+    shape: ModelShape
+    method: str
+    seq_len: int
+    micro_batch: int
+    grad_ckpt: bool = False
+    trainable_params: int = 0
+    grad_accum: int = 1
+    precision: str = "bf16"
+    attn: str = "sdpa"
+
+
+@dataclass(frozen=True)
+class StepTime:
+    tokens_per_s: float  # all GPUs together
+    step_seconds: float  # one optimizer step
+    mfu: float  # model FLOPs (no recompute) / datasheet peak of all GPUs
+    parts: dict[str, float]  # compute, communication, optimizer, dequant, fixed: seconds per step
     dtype: str
     peak_tflops: float
     flops_per_token: float
-    step_overhead_s: float  # memory-bound seconds per micro-step (QLoRA dequant, DoRA norm)
-    mfu_source: str
+    gpus: int
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["parts"] = {k: round(v, 6) for k, v in self.parts.items()}
+        return d
 
 
-def step_overhead_s(shape: ModelShape, method: str, gpu: Any, grad_ckpt: bool, table: dict) -> float:
-    """Seconds per micro-step of memory-bound passes over the base weights."""
-    key = {"qlora": "qlora_dequant", "dora": "dora_norm"}.get(method)
-    if key is None:
-        return 0.0
-    o = table["overheads"][key]
-    passes = o["passes_forward"] * (2 if grad_ckpt else 1) + o["passes_backward"]
-    return passes * shape.matmul_params * o["bytes_per_param"] / (gpu.mem_bw_gbs * 1e9)
+def _check(job: Job) -> None:
+    if job.method != "full" and job.method not in ADAPTER_METHODS:
+        raise BadInput(f"no step-time model for method {job.method!r}; use full or one of {', '.join(ADAPTER_METHODS)}")
+    if job.attn not in ATTN_KERNELS:
+        raise BadInput(f"--attn {job.attn!r} is not one of {', '.join(ATTN_KERNELS)}")
+    if job.micro_batch < 1 or job.seq_len < 1 or job.grad_accum < 1:
+        raise BadInput("micro-batch, sequence length and accumulation steps must be >= 1")
 
 
-def estimate_throughput(
-    shape: ModelShape,
-    gpu: Any,
-    method: str,
-    seq_len: int,
-    micro_batch: int,
-    grad_ckpt: bool,
-    trainable_params: int = 0,
-    precision: str = "bf16",
-    table: dict | None = None,
-) -> Throughput:
-    """Tokens per second on one GPU for one method and memory configuration."""
-    table = table or load_mfu_table()
-    kind = table["method_kind"].get(method)
-    if kind is None:
-        raise BadInput(f"no throughput calibration for method {method!r}; use one of {sorted(table['method_kind'])}")
-    entry = table["classes"][gpu_class(gpu)][kind]
-    peak, dtype = peak_flops(gpu, precision)
-    flops = flops_per_token(shape, method, seq_len, grad_ckpt, trainable_params).total
-    tokens_per_step = micro_batch * seq_len
-    compute_s = tokens_per_step * flops / (peak * entry["mfu"])
-    overhead = step_overhead_s(shape, method, gpu, grad_ckpt, table)
-    return Throughput(
-        tokens_per_s=tokens_per_step / (compute_s + overhead),
-        mfu=entry["mfu"],
-        dtype=dtype,
-        peak_tflops=peak / 1e12,
-        flops_per_token=flops,
-        step_overhead_s=overhead,
-        mfu_source=entry["source"],
-    )
+def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: dict | None = None) -> StepTime:
+    """Seconds per optimizer step and tokens/s of `job` on `layout` (one GPU when None)."""
+    _check(job)
+    table = table or load_table()
+    layout = layout or scaling.Layout()
+    shape, tokens = job.shape, job.micro_batch * job.seq_len
+    f = flops_per_token(shape, job.method, job.seq_len, job.grad_ckpt, job.trainable_params)
+    rate = sustained_rate(gpu, job.precision, table) * matmul_efficiency(tokens, shape.hidden, table)
+    attn_eff = _v(table["attention_kernel"][job.attn])
+    micro_compute = tokens * ((f.total - f.attention) / rate + f.attention / (rate * attn_eff))
+    kind = "full" if job.method == "full" else "adapter"
+    micro_fixed = shape.layers * _v(table["fixed_per_layer_s"][kind])
+    bw = gpu.mem_bw_gbs * 1e9
+    micro_dequant = 0.0
+    dq = table["dequant"]
+    if job.method == "qlora":
+        passes = dq["passes_forward"] * (2 if job.grad_ckpt else 1) + dq["passes_backward"]
+        micro_dequant = passes * shape.matmul_params * _v(dq["bytes_per_param"]) / bw
+    trainable = shape.params if job.method == "full" else job.trainable_params
+    weight_bytes = 2.0 if job.precision != "fp32" else 4.0
+    stored = shape.params * (_v(dq["stored_bytes_per_param"]) if job.method == "qlora" else weight_bytes)
+    if job.method != "full":
+        stored += 4 * trainable
+    grads = trainable * GRAD_BYTES.get(job.method, 4)
+    comm = scaling.communication(layout, gpu, stored, grads, table)
+    opt = table["optimizer"]
+    shard = layout.gpus if layout.sharding in scaling.SHARDED_OPTIMIZER else 1
+    opt_bytes = trainable / shard * _v(opt["bytes_per_param"])
+    optimizer_s = (opt_bytes / _v(opt["cpu_bytes_per_s"]) if layout.offload
+                   else opt_bytes / (bw * _v(opt["bandwidth_fraction"])))
+    accum = job.grad_accum
+    compute_s = accum * micro_compute
+    exposed = scaling.exposed_seconds(comm, layout, accum, micro_compute, shape.layers, table)
+    parts = {"compute": compute_s, "communication": exposed, "optimizer": optimizer_s,
+             "dequant": accum * micro_dequant, "fixed": accum * micro_fixed}
+    step_s = sum(parts.values())
+    total_tokens = tokens * accum * layout.gpus
+    peak, dtype = peak_flops(gpu, job.precision)
+    tps = total_tokens / step_s
+    return StepTime(tokens_per_s=tps, step_seconds=step_s, mfu=f.model * tps / (peak * layout.gpus), parts=parts,
+                    dtype=dtype, peak_tflops=peak / 1e12, flops_per_token=f.total, gpus=layout.gpus)

@@ -2,7 +2,7 @@
 
 Inputs are passed in (model shape, GPU list, offers, `fit` and `multi_fit` callables), so tests can plan
 over small hand-made catalogs; `plan.sources` wires in the real catalogs and the memory estimator.
-One GPU first; then several GPUs (plan/scaleout.py) for every method, pruned by a lower bound on cost.
+One GPU first; several GPUs (plan/scaleout.py) only for the methods one GPU cannot serve.
 """
 
 from __future__ import annotations
@@ -122,11 +122,10 @@ def make_plan(
 
 def _scale_out(c: Constraints, w: Workload, gpus: list[Any], allowed: list[Any], shape: ModelShape, consts: dict,
                multi_fit: MultiFitFn, feasible: list[Option], excluded: list[Exclusion], skipped: Counter) -> list[str]:
-    """Add multi-GPU options (one node for every method, then several nodes, then CPU offload, each only
-    for methods the earlier stages did not serve); candidates whose lower bound cannot reach the top are
-    never fitted (`_explore`). Return notes."""
+    """Add multi-GPU options (one node, then several, then with CPU offload) for the methods one GPU
+    cannot serve, each stage only for methods the earlier ones did not serve; return notes."""
     need = scaleout.methods_needing(c, feasible, excluded, skipped)
-    notes = [f"{m} tried on several GPUs: {why}" for m, why in need.items() if why != scaleout.MAY_COST_LESS]
+    notes = [f"{m} tried on several GPUs: {why}" for m, why in need.items()]
     cache: dict = {}
     todo = list(need)
     for multi_node, shardings in scaleout.STAGES:
