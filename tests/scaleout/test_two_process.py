@@ -14,6 +14,7 @@ import pytest
 
 from cheaptune.train import checkpoints as ck
 from cheaptune.train.distributed import sharded_checkpoint_problem
+from tests.train.conftest import HOOKS
 
 STEPS = 6
 
@@ -30,6 +31,8 @@ def _torchrun(model: Path, data: Path, out: Path, log: Path, **env: str) -> int:
             "--grad-accum", "2", "--device", "cpu", "--resume", "auto"]
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
                 "CHEAPTUNE_HOME": str(out.parent / "home"), **env}
+    if env:  # the kill hook lives in the tests (tests/hooks/sitecustomize.py), inherited by torchrun's children
+        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HOOKS), os.environ.get("PYTHONPATH")]))
     with open(log, "ab") as f:
         return subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, env=full_env, timeout=300).returncode
 

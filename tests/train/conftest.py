@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+HOOKS = Path(__file__).resolve().parents[1] / "hooks"
 STEPS = 16  # each run: 16 optimizer steps of 2 micro-batches at seq 64 (crosses epoch boundaries)
 
 
@@ -35,6 +36,8 @@ def train_args(model: Path, data: Path, out: Path, *extra: str) -> list[str]:
 def start(args: list[str], log: Path, **env: str) -> subprocess.Popen:
     """`python -m cheaptune ...` in a subprocess, output to a file (a pipe could fill up and block)."""
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", **env}
+    if env:  # kill hooks: the test-only sitecustomize in tests/hooks reads them (nothing in cheaptune does)
+        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HOOKS), os.environ.get("PYTHONPATH")]))
     with open(log, "ab") as f:
         return subprocess.Popen([sys.executable, "-m", "cheaptune", *args], stdout=f, stderr=subprocess.STDOUT,
                                 env=full_env)

@@ -228,7 +228,7 @@ def save_checkpoint_all_ranks(trainer, model: Any, trial: Any) -> None:
     import time
 
     from cheaptune.train import checkpoints as ck
-    from cheaptune.train.trainer import AtomicSFTTrainer, _save_hook
+    from cheaptune.train.trainer import AtomicSFTTrainer
 
     start = time.monotonic()
     root, main = trainer.checkpoint_root, trainer.args.should_save
@@ -243,7 +243,6 @@ def save_checkpoint_all_ranks(trainer, model: Any, trial: Any) -> None:
     trainer.accelerator.wait_for_everyone()
     final = root / f"checkpoint-{trainer.state.global_step}"
     if main:
-        _save_hook(trainer.state.global_step)
         final = ck.publish(ck.staging_dir(root) / final.name, root)
         ck.clear_staging(root)
         ck.apply_retention(root, ck.Retention(trainer.keep_last))

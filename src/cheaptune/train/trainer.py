@@ -6,28 +6,19 @@ we only change where a checkpoint is written (a staging folder, then one rename)
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 from trl import SFTConfig, SFTTrainer
 
 from cheaptune.estimate.policy import DEFAULT_OPTIMIZER, hf_optim
 from cheaptune.train import checkpoints as ck
+from cheaptune.train import speedups
 from cheaptune.train.config import TrainConfig
 from cheaptune.train.distributed import save_checkpoint_all_ranks
 from cheaptune.train.methods import Precision
 from cheaptune.train.tracking import resolve_report_to
-
-# Test hooks for the kill tests. SAVE: "STEP:abort" SIGKILLs this process inside the save of
-# checkpoint STEP, after the files are in staging and before the rename; "STEP:sleep" pauses there 60 s.
-# KILL: "STEP" SIGKILLs the process at the end of optimizer step STEP.
-SAVE_HOOK_ENV = "CHEAPTUNE_TEST_SAVE_HOOK"
-KILL_HOOK_ENV = "CHEAPTUNE_TEST_KILL_AT_STEP"
 
 
 class AtomicSFTTrainer(SFTTrainer):
@@ -41,8 +32,6 @@ class AtomicSFTTrainer(SFTTrainer):
         self.last_checkpoint: Path | None = None
         self._staging = False
         self.remove_callback(PrinterCallback)  # cheaptune.train.callbacks.ProgressCallback prints instead
-        if os.environ.get(KILL_HOOK_ENV, "").isdigit():
-            self.add_callback(_KillAtStep(int(os.environ[KILL_HOOK_ENV])))
 
     def _get_output_dir(self, trial: Any) -> str:
         if self._staging:
@@ -53,26 +42,6 @@ class AtomicSFTTrainer(SFTTrainer):
         # Every rank writes its part into staging between barriers; the main process publishes.
         with ck.no_space_stops(self.checkpoint_root, self.state.global_step):
             return save_checkpoint_all_ranks(self, model, trial)
-
-
-def _save_hook(step: int) -> None:
-    spec = os.environ.get(SAVE_HOOK_ENV, "")
-    if not spec:
-        return
-    at, _, action = spec.partition(":")
-    if at.isdigit() and int(at) == step:
-        if action == "abort":
-            os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(60)
-
-
-class _KillAtStep(TrainerCallback):
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def sft_config(cfg: TrainConfig, prec: Precision, fmt: str, has_eval: bool) -> SFTConfig:
@@ -127,6 +96,7 @@ def sft_config(cfg: TrainConfig, prec: Precision, fmt: str, has_eval: bool) -> S
         dataloader_pin_memory=prec.device == "cuda",
         dataloader_prefetch_factor=2 if workers > 0 else None,
         dataloader_persistent_workers=workers > 0,
+        **speedups.trainer_args(cfg),
     )
 
 
