@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: venv demo test lint bench clean
+.PHONY: venv demo test lint bench fuzz clean
 
 venv: $(STAMP)
 
@@ -23,6 +23,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
+
+# The CLI fuzz test's long random profile (make test runs a small derandomized one).
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz-long OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests/cli/test_fuzz.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

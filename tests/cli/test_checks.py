@@ -68,3 +68,18 @@ def test_a_bad_flag_is_not_blamed_on_the_config_file(run_cli, tmp_path):
     cfg.write_text("base_model: somewhere\n")
     code, _, err = run_cli("train", str(cfg), "--method", "foo")
     assert code == 2 and err.startswith("error: command line: method:") and str(cfg) not in err
+
+
+def test_an_unchecked_path_error_is_still_one_line(monkeypatch, capsys):
+    import typer
+
+    from cheaptune.cli import main as cli_main
+
+    def boom(*args, **kwargs):
+        raise IsADirectoryError(21, "Is a directory", "/some/folder")
+
+    monkeypatch.setattr(typer.Typer, "__call__", boom)
+    with pytest.raises(SystemExit) as exit_:
+        cli_main.main(["runs"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == "error: cannot use /some/folder: Is a directory\n"

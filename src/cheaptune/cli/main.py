@@ -58,3 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     except CheaptuneError as err:
         typer.echo(f"error: {err}", err=True)
         sys.exit(err.exit_code)
+    except OSError as err:  # last resort for a path no reader checked (the fuzz test hunts these down)
+        if err.filename is None:
+            raise
+        typer.echo(f"error: cannot use {err.filename}: {err.strerror or type(err).__name__}", err=True)
+        sys.exit(2)
