@@ -20,6 +20,8 @@ import statistics
 import time
 from pathlib import Path
 
+from run_record import stamp
+
 from cheaptune.estimate.memory import EstimateRequest, estimate_memory
 
 HERE = Path(__file__).parent
@@ -141,7 +143,7 @@ def main() -> None:
         print(f"{fw}: {why}")
     from cheaptune.util import atomic
 
-    atomic.write_text(HERE / "results" / "memory_accuracy.json", json.dumps(result, indent=1))
+    atomic.write_text(HERE / "results" / "memory_accuracy.json", json.dumps(stamp(result), indent=1))
 
 
 if __name__ == "__main__":

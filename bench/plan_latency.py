@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from run_record import stamp
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "plan_latency.json"
 EST = ["estimate", "--method", "lora", "--micro-batch", "1", "--seq-len", "2048", "--json"]
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from cheaptune.util import atomic
 
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(a.out, json.dumps(doc, indent=2) + "\n")
+    atomic.write_text(a.out, json.dumps(stamp(doc), indent=2) + "\n")
     return doc
 
 

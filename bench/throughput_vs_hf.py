@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from run_record import stamp
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "throughput_vs_hf.json"
 LORA = {"r": 16, "alpha": 32, "dropout": 0.0}
@@ -301,7 +303,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     from cheaptune.util import atomic
 
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(a.out, json.dumps(result, indent=2) + "\n")
+    atomic.write_text(a.out, json.dumps(stamp(result), indent=2) + "\n")
     for m in models:
         print(f"{m['model']}: cheaptune / trl defaults = {m['ratio']['trl_default']:.2f}x, "
               f"cheaptune / HF Trainer group_by_length = {m['ratio']['hf_grouped']:.2f}x (medians of {a.runs})")

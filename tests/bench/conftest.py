@@ -14,6 +14,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 def load(name: str):
     if name in sys.modules:
         return sys.modules[name]
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))  # the scripts import bench/run_record.py
     spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
