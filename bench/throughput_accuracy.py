@@ -20,6 +20,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from run_record import stamp
+
 from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.catalog.models import resolve_model
 from cheaptune.estimate import throughput as tp
@@ -131,7 +133,7 @@ def main(argv: list[str]) -> int:
     if "--json" in argv:
         print(json.dumps(doc, indent=1))
         return 0
-    RESULTS.write_text(json.dumps(doc, indent=1) + "\n")
+    RESULTS.write_text(json.dumps(stamp(doc), indent=1) + "\n")
     print(f"{'id':5} {'fit':3} {'model':14} {'meth':5} {'gpu':9} {'N':>3} {'measured':>9} {'pred':>8} {'ratio':>6} {'base':>6}")
     for r in results:
         print(f"{r['id']:5} {'y' if r['fit'] else 'n':3} {r['model'][-14:]:14} {r['method']:5} {r['gpu']:9} {r['gpus']:>3} "
