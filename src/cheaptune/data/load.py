@@ -1,13 +1,15 @@
-"""Load a dataset into trl's SFT format, checking every row and naming the file and line of each bad one."""
+"""Load a dataset into trl's SFT or preference format, checking every row and naming the file and line of each
+bad one."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cheaptune.data.formats import RowProblem, detect, kind, normalize, resolve_format
+from cheaptune.data import formats, preference
+from cheaptune.data.formats import RowProblem, kind
 from cheaptune.data.readers import iter_rows
 from cheaptune.errors import BadInput
 
@@ -17,7 +19,7 @@ MAX_EXAMPLES = 5  # bad-row messages kept for the log
 
 @dataclass
 class LoadedData:
-    dataset: Any  # datasets.Dataset with `messages` | `prompt`+`completion` | `text`
+    dataset: Any  # datasets.Dataset with `messages` | `prompt`+`completion` | `text` | `prompt`+`chosen`+`rejected`
     fmt: str
     n_rows: int
     n_bad: int = 0
@@ -38,16 +40,35 @@ def _features(fmt: str) -> Any:
     return Features({"text": Value("string")})
 
 
+@dataclass(frozen=True)
+class _Family:
+    """The row formats of one training objective: names, detection, normalising, and the row's schema."""
+
+    resolve: Callable[[str], str]
+    detect: Callable[[Mapping[str, Any]], str]
+    normalize: Callable[[str, Any], dict[str, Any]]
+    shape: Callable[[str, dict[str, Any]], str]  # rows of one shape share one Arrow schema
+    features: Callable[[str], Any]
+
+
+_SFT = _Family(formats.resolve_format, formats.detect, formats.normalize, lambda fmt, row: fmt, _features)
+_PREFERENCE = _Family(preference.resolve_format, preference.detect, preference.normalize,
+                      lambda fmt, row: preference.shape(row), preference.features)
+
+
 def load_dataset_rows(path: str | os.PathLike, fmt: str = "auto", skip_bad_rows: bool = False,
-                      split: str | None = None) -> LoadedData:
+                      split: str | None = None, objective: str = "sft") -> LoadedData:
     """Read, detect the format (by the first row that is an object), normalise and check every row.
 
     Bad rows are all counted in one pass; without `skip_bad_rows` the first one is raised as BadInput
     with the count of the rest, so a user fixes a file in one round rather than one error at a time.
+    `objective` dpo or orpo reads preference pairs (cheaptune.data.preference) instead of SFT rows.
     """
     from datasets import Dataset, concatenate_datasets
 
-    chosen = resolve_format(fmt)
+    family = _SFT if objective == "sft" else _PREFERENCE
+    chosen = family.resolve(fmt)
+    first_shape: str | None = None
     parts: list[Any] = []
     chunk: list[dict[str, Any]] = []
     n_rows = n_bad = 0
@@ -58,12 +79,16 @@ def load_dataset_rows(path: str | os.PathLike, fmt: str = "auto", skip_bad_rows:
                 raise raw
             if chosen == "auto" and isinstance(raw, Mapping):
                 try:
-                    chosen = detect(raw)
+                    chosen = family.detect(raw)
                 except RowProblem as err:
                     raise BadInput(f"{where}: {err}") from None
             if chosen == "auto":
                 raise RowProblem(f"row is {kind(raw)}, expected a JSON object")
-            row = normalize(chosen, raw)
+            row = family.normalize(chosen, raw)
+            first_shape = first_shape or family.shape(chosen, row)
+            if family.shape(chosen, row) != first_shape:
+                raise RowProblem(f"this row's fields are {family.shape(chosen, row)} but the first row's are "
+                                 f"{first_shape}; use one shape per file")
         except RowProblem as err:
             n_bad += 1
             if len(bad) < MAX_EXAMPLES:
@@ -74,7 +99,7 @@ def load_dataset_rows(path: str | os.PathLike, fmt: str = "auto", skip_bad_rows:
         chunk.append(row)
         n_rows += 1
         if len(chunk) >= CHUNK_ROWS:
-            parts.append(Dataset.from_list(chunk, features=_features(chosen)))
+            parts.append(Dataset.from_list(chunk, features=family.features(first_shape)))
             chunk = []
     if n_bad and not skip_bad_rows:
         more = f" ({n_bad - 1} more bad row{'s' if n_bad > 2 else ''})" if n_bad > 1 else ""
@@ -83,7 +108,7 @@ def load_dataset_rows(path: str | os.PathLike, fmt: str = "auto", skip_bad_rows:
         why = f"all {n_bad} rows are bad, first: {bad[0]}" if n_bad else "it has no rows"
         raise BadInput(f"dataset {path} has no usable rows: {why}")
     if chunk:
-        parts.append(Dataset.from_list(chunk, features=_features(chosen)))
+        parts.append(Dataset.from_list(chunk, features=family.features(first_shape)))
     dataset = parts[0] if len(parts) == 1 else concatenate_datasets(parts)
     return LoadedData(dataset=dataset, fmt=chosen, n_rows=n_rows, n_bad=n_bad, bad_examples=bad)
 
