@@ -1,0 +1,117 @@
+"""Render the README's Performance table and bench/README's latency table from bench/results/*.json.
+
+The text between `<!-- figures:start -->` and `<!-- figures:end -->` is generated, so a figure in the docs is
+always the one in the results file (tests/bench/test_figures.py fails when they disagree).
+Run: .venv/bin/python bench/render_figures.py   (rewrites both files in place; --check only compares)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+START, END = "<!-- figures:start -->", "<!-- figures:end -->"
+
+
+def _load(name: str) -> dict:
+    return json.loads((RESULTS / f"{name}.json").read_text())
+
+
+def _pct(x: float) -> str:
+    return f"{x:+.0%}" if abs(x) >= 0.1 else f"{x:+.1%}"
+
+
+def _date(doc: dict) -> str:
+    return doc.get("date") or doc["run"]["date"]
+
+
+def _cores(doc: dict) -> int | None:
+    return doc.get("run", {}).get("machine", {}).get("cpu_cores") or doc.get("machine", {}).get("cpu_count")
+
+
+def _speed_row(doc: dict) -> str:
+    parts = []
+    for m in doc["models"]:
+        r = m["ratio"]
+        if "median" in r:  # one baseline: median (min-max) over the pairs
+            parts.append(f"{m['model']} {r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f})")
+        else:  # several baselines: the median per baseline
+            parts.append(f"{m['model']} " + ", ".join(f"{v:.2f}x vs {k}" for k, v in r.items()))
+    return "; ".join(parts)
+
+
+def readme_table() -> str:
+    mem, multi, lat = _load("memory_accuracy"), _load("multi_gpu_accuracy"), _load("plan_latency")
+    speed, steps = _load("throughput_vs_hf"), _load("throughput_accuracy")
+    ours, fit, acc, poor = mem["ours"], mem["ours_fitted_rows"], mem["accelerate"], mem["gpu_poor"]
+    mo, mf = multi["not_fitted"], multi["fitted"]
+    cmd = lat["commands"]
+    tp = {k: steps["summary"][f"not_fitted_{k}"]["predicted"] for k in ("single_gpu", "multi_gpu")}
+    n_tp = sum(steps["summary"][f"not_fitted_{k}"]["rows"] for k in ("single_gpu", "multi_gpu"))
+    dates = sorted({_date(d) for d in (mem, multi, lat, speed, steps)})
+    rows = [
+        f"| what (dates: {', '.join(dates)}; {_cores(lat)}-core CPU machine, no GPU) | result | target |",
+        "| --- | --- | --- |",
+        f"| estimate vs {ours['rows']} public single-GPU measurements not used for fitting (`memory_accuracy.py`): "
+        f"median abs error / worst under-prediction | {ours['median_abs_error']:.1%} / {_pct(ours['worst_under'])} "
+        f"(on the {fit['rows']} fitted rows: {fit['median_abs_error']:.1%} / {_pct(fit['worst_under'])}; "
+        f"weights-only formula: {acc['median_abs_error']:.0%} / {_pct(acc['worst_under'])}; fixed-overhead formula: "
+        f"{poor['median_abs_error']:.0%} / {_pct(poor['worst_under'])}) | 10% / -10% |",
+        f"| estimate vs {mo['rows']} public multi-GPU measurements not used for fitting (`multi_gpu_accuracy.py`) "
+        f"| {mo['median_abs_error']:.1%} / {_pct(mo['worst_under'])} (on the {mf['rows']} fitted rows: "
+        f"{mf['median_abs_error']:.1%} / {_pct(mf['worst_under'])}) | 10% / -10% |",
+        f"| step time vs {n_tp} public runs not used for fitting (`throughput_accuracy.py`): typical factor off "
+        f"| single GPU {tp['single_gpu']['typical_factor']:.2f}x, multi-GPU {tp['multi_gpu']['typical_factor']:.2f}x "
+        f"| - |",
+        f"| `cheaptune train` vs plain Trainer scripts, real tokens/s (`throughput_vs_hf.py`) | {_speed_row(speed)} "
+        f"| >= {speed['target_ratio']}x |",
+    ]
+    for key, what in (("estimate_7b", "estimate Llama-2-7B LoRA seq 2048"), ("estimate_70b", "estimate Llama-3.1-70B LoRA"),
+                      ("plan_7b", "plan Llama-3.1-8B over the whole catalog")):
+        c = cmd[key]
+        rows.append(f"| {what}, cold / warm (`plan_latency.py`) | {c['cold_s']:.1f} s / {c['warm_s']:.2f} s "
+                    f"| {c['cold_target_s']:.0f} s / {c['warm_target_s']:.0f} s |")
+    return "\n".join(rows)
+
+
+def bench_latency_table() -> str:
+    lat = _load("plan_latency")
+    rows = ["| command | cold s (target) | warm s (target) | meets |", "| --- | --- | --- | --- |"]
+    for c in lat["commands"].values():
+        rows.append(f"| `{' '.join(c['command'])}` | {c['cold_s']:.1f} ({c['cold_target_s']:.0f}) "
+                    f"| {c['warm_s']:.2f} ({c['warm_target_s']:.0f}) | {'yes' if c['meets_targets'] else 'no'} |")
+    return "\n".join(rows)
+
+
+def splice(text: str, body: str, where: str) -> str:
+    """`text` with the part between the markers replaced by `body`."""
+    head, sep, rest = text.partition(START)
+    _, sep2, tail = rest.partition(END)
+    if not (sep and sep2):
+        raise SystemExit(f"{where}: no {START} ... {END} markers")
+    return f"{head}{START}\n{body}\n{END}{tail}"
+
+
+TARGETS = {REPO / "README.md": readme_table, REPO / "bench" / "README.md": bench_latency_table}
+
+
+def rendered() -> dict[Path, str]:
+    return {path: splice(path.read_text(), make(), path.name) for path, make in TARGETS.items()}
+
+
+def main(argv: list[str]) -> int:
+    stale = [p for p, text in rendered().items() if p.read_text() != text]
+    if "--check" in argv:
+        for p in stale:
+            print(f"{p.relative_to(REPO)} differs from bench/results; run bench/render_figures.py")
+        return 1 if stale else 0
+    for p, text in rendered().items():
+        p.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
