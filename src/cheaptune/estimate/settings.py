@@ -37,6 +37,8 @@ class TrainSettings(BaseModel):
     grad_accum: int = Field(1, ge=1, le=1_000_000)
     grad_ckpt: bool = False
     attn: str = "sdpa"
+    liger_kernel: bool = Field(False, description="Liger's RMSNorm/RoPE/SwiGLU kernels (CUDA; extra liger)")
+    torch_compile: bool = Field(False, description="torch.compile the model (CUDA; extra compile)")
     loss: str = Field("trl", description="trl: chunked LM head (cheaptune train); hf: full logits")
     seq_len: int = Field(2048, ge=8, le=1_048_576)
     epochs: float = Field(1.0, gt=0, le=10_000)
@@ -78,6 +80,13 @@ class TrainSettings(BaseModel):
     def sharding_name(self) -> str | None:
         """The sharding without the offload suffix (the estimator's `sharding`)."""
         return self.sharding.split("+")[0] if self.sharding else None
+
+    @property
+    def speedup(self):
+        """The time model's factor for the speed options on (estimate.speedups), with sources."""
+        from cheaptune.estimate.speedups import speedup
+
+        return speedup(self.liger_kernel, self.torch_compile, self.optimizer)
 
     def request(self, model: Any):
         """The estimator's request for these settings (model: catalog id, hub id, folder or config dict)."""

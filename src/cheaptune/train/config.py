@@ -44,6 +44,8 @@ class TrainConfig(BaseModel):
     load_in_8bit: bool = Field(False, description="Axolotl's int8 base: refused (see estimate.policy.INT8_REFUSAL)")
     quant: Literal["nf4", "nf4-dq"] | None = Field(None, description="qlora base: nf4, or nf4-dq (default)")
     attn: Literal["sdpa", "flash", "eager"] = Field("sdpa", description="attention kernel (flash: flash-attn 2)")
+    liger_kernel: bool = Field(False, description="Liger's Triton kernels (RMSNorm, RoPE, SwiGLU); CUDA, extra liger")
+    torch_compile: bool = Field(False, description="torch.compile the model; CUDA, extra compile (triton)")
     lora_r: int = Field(16, ge=1)
     lora_alpha: int = Field(32, ge=1)
     lora_dropout: float = Field(LORA_DROPOUT, ge=0.0, lt=1.0, description="default: the estimate's policy")

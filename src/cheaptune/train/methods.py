@@ -94,6 +94,9 @@ def load_model(cfg: TrainConfig, prec: Precision):
     the policy does not spend (trl does not call it either); peft freezes the base, trl enables input
     grads for gradient checkpointing.
     """
+    from cheaptune.train import speedups
+
+    speedups.check(cfg, prec.device)  # before any heavy import: an impossible option costs no load time
     from transformers import AutoModelForCausalLM
 
     policy = prec.policy(cfg.method)

@@ -32,6 +32,7 @@ def config_fields(s: TrainSettings) -> dict[str, Any]:
         "method": s.method, "precision": s.precision, "quant": s.quant, "optimizer": HF_OPTIM["cuda"][s.optimizer],
         "micro_batch_size": s.micro_batch, "gradient_accumulation_steps": s.grad_accum,
         "gradient_checkpointing": s.grad_ckpt, "attn": s.attn, "sequence_len": s.seq_len, "num_epochs": s.epochs,
+        "liger_kernel": s.liger_kernel, "torch_compile": s.torch_compile,
     }
     if s.lora_r is not None:
         out.update(lora_r=s.lora_r, lora_alpha=s.lora_alpha, lora_targets=s.lora_targets)
@@ -59,6 +60,7 @@ def from_config(cfg: Any, precision: str, gpus: int = 1, sharding: str | None = 
         optimizer=optimizer, lora_r=cfg.lora_r if lora else None, lora_alpha=cfg.lora_alpha if lora else None,
         lora_targets=_targets(cfg) if lora else None, micro_batch=cfg.micro_batch_size,
         grad_accum=cfg.gradient_accumulation_steps, grad_ckpt=cfg.gradient_checkpointing, attn=cfg.attn,
+        liger_kernel=cfg.liger_kernel, torch_compile=cfg.torch_compile,
         seq_len=cfg.sequence_len, epochs=cfg.num_epochs, gpus=gpus, sharding=sharding if gpus > 1 else None,
     )
 
@@ -125,6 +127,7 @@ def read_back(trainer: Any) -> TrainSettings:
         lora_targets=",".join(sorted(peft_cfg.target_modules)) if lora else None,
         micro_batch=args.per_device_train_batch_size, grad_accum=args.gradient_accumulation_steps,
         grad_ckpt=bool(args.gradient_checkpointing), attn=model.config._attn_implementation,
+        liger_kernel=bool(args.use_liger_kernel), torch_compile=bool(args.torch_compile),
         loss="trl" if isinstance(trainer, SFTTrainer) else "hf", seq_len=args.max_length,
         epochs=args.num_train_epochs, gpus=gpus, sharding=sharding,
     )

@@ -1,0 +1,70 @@
+"""Speed options (Liger, torch.compile, bitsandbytes optimizers): refused in one line where they cannot run,
+carried from the plan's settings to the trainer's arguments, and priced by the time model with sources."""
+
+from __future__ import annotations
+
+import pytest
+
+from cheaptune.errors import BadInput
+from cheaptune.estimate.settings import TrainSettings
+from cheaptune.estimate.speedups import speedup, table
+from cheaptune.train import speedups
+from cheaptune.train.config import validate
+from cheaptune.train.methods import Precision, load_model
+from cheaptune.train.settings import config_fields, from_config
+
+
+def cfg(**kw):
+    return validate({"base_model": "/nonexistent/model", **kw})
+
+
+def test_options_default_off_and_validate():
+    c = cfg()
+    assert c.liger_kernel is False and c.torch_compile is False and speedups.asked(c) == []
+    with pytest.raises(BadInput, match="liger_kernel"):
+        cfg(liger_kernel="sometimes")
+
+
+def test_every_problem_in_one_line_on_cpu():
+    with pytest.raises(BadInput) as err:
+        speedups.check(cfg(liger_kernel=True, torch_compile=True, optimizer="paged_adamw_8bit"), "cpu")
+    line = str(err.value)
+    assert "\n" not in line
+    for part in ("liger_kernel: true needs a CUDA GPU", "torch_compile: true needs a CUDA GPU",
+                 "optimizer paged_adamw_8bit needs a CUDA GPU"):
+        assert part in line
+
+
+def test_missing_package_names_the_extra(monkeypatch):
+    monkeypatch.setattr(speedups, "_installed", lambda module: module != "liger_kernel")
+    with pytest.raises(BadInput, match=r"needs the liger-kernel package \(pip install 'cheaptune\[liger\]'\)"):
+        speedups.check(cfg(liger_kernel=True, torch_compile=True), "cuda")
+    speedups.check(cfg(torch_compile=True, optimizer="adamw_bnb_8bit"), "cuda")  # installed: accepted
+
+
+def test_refused_before_the_model_loads():
+    # the base model path does not exist: the option's line comes first, not a load error
+    with pytest.raises(BadInput, match="liger_kernel: true needs a CUDA GPU"):
+        load_model(cfg(liger_kernel=True), Precision("cpu", "fp32"))
+
+
+def test_plan_settings_reach_the_trainer_arguments():
+    from cheaptune.train.trainer import sft_config
+
+    s = TrainSettings(method="lora", precision="bf16-mixed", liger_kernel=True, torch_compile=True)
+    c = cfg(**{k: v for k, v in config_fields(s).items() if v is not None}, output_dir="/tmp/ct_speedups")
+    assert c.liger_kernel and c.torch_compile
+    assert from_config(c, "bf16-mixed").differences(s) == {}
+    args = sft_config(c.model_copy(update={"liger_kernel": False}), Precision("cpu", "fp32"), "text", False)
+    assert args.torch_compile is True and args.use_liger_kernel is False
+
+
+def test_time_model_factors_carry_sources():
+    none = speedup()
+    assert none.factor == 1.0 and none.options == ()
+    both = speedup(liger_kernel=True, torch_compile=True)
+    assert both.factor == pytest.approx(table()["liger_kernel"]["factor"] * table()["torch_compile"]["factor"])
+    assert len(both.sources) == 2 and all("https://" in src for src in both.sources)
+    assert len(both.not_simulated) == 2  # neither kernel's memory saving is simulated: the estimate errs high
+    eight = TrainSettings(method="lora", precision="bf16-mixed", optimizer="adamw-8bit").speedup
+    assert eight.options == ("adamw-8bit",) and eight.factor < 1 and eight.not_simulated == ()
