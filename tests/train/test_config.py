@@ -107,9 +107,19 @@ def test_plan_over_budget_refuses_before_loading_unless_forced(tmp_path, run_cli
     save(plan, tmp_path / "plan.yaml")
     # the model does not exist: exit 3 proves the check ran before anything loaded
     code, _, err = run_cli("train", "--plan", str(tmp_path / "plan.yaml"), "--budget", "2", "-o", str(tmp_path / "o"))
-    assert code == 3 and "$3.00" in err and "--force" in err and len(err.strip().splitlines()) == 1
+    assert code == 3 and "$3.00" in err and "--force" in err and len(err.strip().splitlines()) == 1, err
     cfg = build(None, tmp_path / "plan.yaml", {"budget_usd": 2.0})
     with pytest.raises(Infeasible):
         preflight(cfg)
     preflight(cfg, force=True)
     preflight(build(None, tmp_path / "plan.yaml", {"budget_usd": 5.0}))
+
+
+@pytest.mark.parametrize("raw", [{"method": "qlora", "quant": "int8"}, {"adapter": "lora", "load_in_8bit": True},
+                                 {"method": "lora", "quant": "nf4"}, {"method": "qlora", "quant": "fp4"}])
+def test_quantization_that_is_not_trained_is_refused_in_one_line(raw):
+    with pytest.raises(BadInput) as err:
+        validate({"base_model": "m", **raw})
+    msg = str(err.value)
+    assert "\n" not in msg and "{" not in msg  # the rule, not a dump of the whole config
+    assert ("int8" in msg) == ("int8" in str(raw) or "load_in_8bit" in str(raw))

@@ -37,6 +37,7 @@ def train(
     data: list[str] = typer.Option(None, "--data", help="Dataset file or folder (repeatable); replaces the config's."),
     data_format: str = typer.Option(None, "--format", help="Dataset format: auto, messages, sharegpt, alpaca, ..."),
     method: str = typer.Option(None, "--method", help="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning"),
+    objective: str = typer.Option(None, "--objective", help="sft (default) | dpo | orpo (preference pairs in --data)."),
     lora_r: int = typer.Option(None, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank."),
     lora_targets: str = typer.Option(None, "--lora-targets", help="qv | attention | mlp | all-linear, +lm_head"),
     output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where the adapter and summary go."),
@@ -100,7 +101,7 @@ def train(
     world = int(os.environ.get("WORLD_SIZE", "1")) if child else gpus
 
     overrides = {
-        "base_model": model, "method": method, "lora_r": lora_r, "lora_targets": lora_targets,
+        "base_model": model, "method": method, "objective": objective, "lora_r": lora_r, "lora_targets": lora_targets,
         "output_dir": output_dir, "checkpoint_dir": checkpoint_dir, "resume": resume, "max_steps": max_steps,
         "num_epochs": epochs, "micro_batch_size": micro_batch, "gradient_accumulation_steps": grad_accum,
         "sequence_len": seq_len, "learning_rate": learning_rate, "save_steps": save_steps,
@@ -117,6 +118,9 @@ def train(
     if data:
         overrides["datasets"] = [{"path": p, "type": data_format or "auto"} for p in data]
     cfg = build(config, plan, overrides)
+    if not child:  # the Axolotl keys it ignores or trains its own way, said once
+        for line in cfg.foreign_notes(f"config file {config}"):
+            typer.echo(line, err=True)
     if plan is not None and not child:
         from cheaptune.train.plancheck import check_plan_overrides
 
@@ -124,13 +128,14 @@ def train(
     if data_format and not data:
         cfg = cfg.model_copy(update={"datasets": [d.model_copy(update={"type": data_format}) for d in cfg.datasets]})
     guard_settings(cfg)  # bad guard-rail settings fail here, before any model loads
+    if not child:
+        preflight(cfg, force)  # over budget: refused (exit 3) before the model is looked for or N processes start
     if cfg.base_model:
         from cheaptune.train.locate import check_base_model
 
         check_base_model(cfg.base_model)  # a missing folder or uncached hub id, said before any load
     with output_lock(cfg.output_dir, enabled=not child):  # the parent holds it for its children
         if gpus > 1 and not child:
-            preflight(cfg, force)  # refuse before starting N processes
             argv = launch_argv(_train_args(sys.argv), gpus, sharding, cfg.output_dir, cfg.device)
             Path(cfg.output_dir, EXIT_FILE).unlink(missing_ok=True)
             raise typer.Exit(children_exit(cfg.output_dir, subprocess.run(argv).returncode))

@@ -11,13 +11,14 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate.policy import DEFAULT_QUANT, INT8_REFUSAL, LORA_DROPOUT, VIRTUAL_TOKENS
+from cheaptune.estimate.policy import DEFAULT_QUANT, INT8_REFUSAL, LORA_DROPOUT, QUANTS, VIRTUAL_TOKENS
 from cheaptune.util.names import did_you_mean
 from cheaptune.util.yamlfile import read_mapping
 
 METHODS = ("full", "lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning")
 Method = Literal["full", "lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning"]
 PrecisionName = Literal["bf16-true", "bf16-mixed", "fp16-mixed", "fp32"]
+PREFERENCE_METHODS = ("full", "lora", "qlora", "dora")  # what cheaptune trains with dpo and orpo
 
 
 def _alias(*names: str) -> Any:
@@ -39,10 +40,16 @@ class TrainConfig(BaseModel):
 
     base_model: str | None = Field(None, validation_alias=AliasChoices("base_model", "model_name_or_path", "model"))
     method: Method | None = Field(None, description="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning")
+    objective: Literal["sft", "dpo", "orpo"] = Field("sft", validation_alias=AliasChoices("objective", "rl"),
+                                                     description="sft | dpo | orpo (Axolotl's rl: dpo|orpo)")
+    beta: float = Field(0.1, gt=0, validation_alias=AliasChoices("beta", "rl_beta", "orpo_alpha"),
+                        description="dpo: strength of the pull to the reference; orpo: weight of the odds-ratio term")
+    precompute_ref_log_probs: bool = Field(False, description="dpo: reference log-probs computed once before "
+                                           "training, so no reference model is held (full fine-tuning)")
     adapter: Literal["lora", "qlora"] | None = Field(None, description="Axolotl spelling of the method")
     load_in_4bit: bool = False
     load_in_8bit: bool = Field(False, description="Axolotl's int8 base: refused (see estimate.policy.INT8_REFUSAL)")
-    quant: Literal["nf4", "nf4-dq"] | None = Field(None, description="qlora base: nf4, or nf4-dq (default)")
+    quant: str | None = Field(None, description="qlora base: nf4, or nf4-dq (default)")
     attn: Literal["sdpa", "flash", "eager"] = Field("sdpa", description="attention kernel (flash: flash-attn 2)")
     liger_kernel: bool = Field(False, description="Liger's Triton kernels (RMSNorm, RoPE, SwiGLU); CUDA, extra liger")
     torch_compile: bool = Field(False, description="torch.compile the model; CUDA, extra compile (triton)")
@@ -128,16 +135,34 @@ class TrainConfig(BaseModel):
                 self.method = "lora"
         if self.load_in_8bit or self.quant == "int8":
             raise ValueError(INT8_REFUSAL)
+        if self.quant is not None and self.quant not in QUANTS:
+            raise ValueError(f"quant {self.quant!r} is not one of {', '.join(QUANTS)}")
         if self.method == "qlora" and self.quant is None:
             self.quant = DEFAULT_QUANT["qlora"]
         if self.method != "qlora" and self.quant is not None:
             raise ValueError(f"quant {self.quant} needs method qlora (it quantizes the frozen base)")
         if self.lora_target_linear and not self.lora_target_modules:
             self.lora_targets = "all-linear"
+        if self.objective != "sft" and self.method not in PREFERENCE_METHODS:
+            raise ValueError(f"objective {self.objective} trains {', '.join(PREFERENCE_METHODS)}; "
+                             f"not {self.method}")
+        if self.objective == "dpo" and "lm_head" in f"{self.lora_targets} {self.lora_target_modules}":
+            raise ValueError("trl's DPO reads log-probs from the LM head's weight, so an adapter on lm_head would "
+                             "never train; drop lm_head from the targets")
         return self
 
     # settings of a plan that the config file or a flag replaced: {field: (planned, given)} (config.build)
     _plan_overrides: dict[str, tuple[Any, Any]] = PrivateAttr(default_factory=dict)
+    # Axolotl keys read but not used: (ignored: change nothing; named: cheaptune trains them its own way)
+    _foreign: tuple[list[str], list[str]] = PrivateAttr(default_factory=lambda: ([], []))
+
+    def foreign_notes(self, where: str) -> list[str]:
+        """One line for the Axolotl keys ignored and one for those trained differently (none when none)."""
+        ignored, named = self._foreign
+        out = [f"{where}: ignored (no change to memory, time or cost): {', '.join(ignored)}"] if ignored else []
+        if named:
+            out.append(f"{where}: not honoured (cheaptune trains these its own way): {', '.join(named)}")
+        return out
 
     @property
     def checkpoint_root(self) -> Path:
@@ -184,14 +209,27 @@ def check_keys(raw: dict[str, Any], where: str) -> None:
 def validate(raw: dict[str, Any], where: str = "config", origins: dict[str, str] | None = None) -> TrainConfig:
     """Validate a mapping; the first problem becomes one BadInput line naming the field and where it came
     from (`origins`: field -> "command line" for flags, so a bad flag is not blamed on the config file)."""
+    raw, foreign = _read_foreign(raw, where)
     check_keys(raw, where)
     try:
-        return TrainConfig.model_validate(_canonical(raw))
+        cfg = TrainConfig.model_validate(_canonical(raw))
     except ValidationError as err:
         first = err.errors()[0]
         field = ".".join(str(x) for x in first["loc"]) or "config"
         where = (origins or {}).get(str(first["loc"][0]), where) if first["loc"] else where
+        if not first["loc"]:  # a rule across fields (model validator): its message says it all
+            raise BadInput(f"{where}: {str(first['msg']).removeprefix('Value error, ')}") from None
         raise BadInput(f"{where}: {field}: {first['msg']} (got {first.get('input')!r})") from None
+    cfg._foreign = foreign
+    return cfg
+
+
+def _read_foreign(raw: dict[str, Any], where: str) -> tuple[dict[str, Any], tuple[list[str], list[str]]]:
+    """Axolotl keys the trainer does not take, sorted by the foreign-config reader's key tables."""
+    from cheaptune.plan.foreign_config import for_train
+
+    kept, ignored, named = for_train(raw, known_keys(), where)
+    return kept, (ignored, named)
 
 
 def _flag_origins(overrides: dict[str, Any] | None) -> dict[str, str]:
@@ -206,8 +244,9 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
           overrides: dict[str, Any] | None = None) -> TrainConfig:
     """File, then the plan, then CLI flags (later wins); validated once at the end."""
     raw: dict[str, Any] = {}
+    foreign: tuple[list[str], list[str]] = ([], [])
     if path is not None:
-        file_raw = read_yaml(path)
+        file_raw, foreign = _read_foreign(read_yaml(path), f"config file {path}")
         check_keys(file_raw, f"config file {path}")
         raw = _canonical(file_raw)
     cli = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -223,4 +262,5 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
     raw.update(cli)
     cfg = validate(raw, f"config file {path}" if path else "config", _flag_origins(overrides))
     cfg._plan_overrides = changed
+    cfg._foreign = foreign
     return cfg
