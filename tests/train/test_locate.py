@@ -2,10 +2,11 @@ import pytest
 
 
 @pytest.mark.parametrize(("model", "words"), [
-    ("{tmp}/nowhere", "no such folder; pass a local folder holding config.json"),
+    ("{tmp}/nowhere", "is no folder and no hub id (owner/name); pass a local folder holding config.json"),
+    ("tinyllama", "is no folder (looked in"),
     ("{tmp}", "has no config.json"),
     ("nobody-here/not-cached-model", "not in the Hugging Face cache"),
-    ("m" * 300, "no such folder (looked in"),
+    ("m" * 300, "is no folder (looked in"),
 ])
 def test_missing_model_said_in_our_words(run_cli, tmp_path, model, words):
     data = tmp_path / "d.jsonl"

@@ -30,12 +30,10 @@ def check_base_model(name: str) -> None:
         return
     if exists:
         raise BadInput(f"model {path} is a file, not a folder; {FOLDER_HINT}")
-    if not HUB_ID.match(raw):
-        if raw.startswith((".", "/", "~")) or raw.count(os.sep) > 1 or len(raw) > 200:
-            shown = raw if len(raw) <= 120 else f"{raw[:60]}...{raw[-60:]}"
-            where = "" if path.is_absolute() else f" (looked in {Path.cwd()})"
-            raise BadInput(f"model {shown!r}: no such folder{where}; {FOLDER_HINT}")
-        return  # a catalog name: resolved by the trainer's own lookup
+    if not HUB_ID.match(raw):  # transformers loads a folder or a hub id, nothing else
+        shown = raw if len(raw) <= 120 else f"{raw[:60]}...{raw[-60:]}"
+        where = "" if path.is_absolute() else f" (looked in {Path.cwd()})"
+        raise BadInput(f"model {shown!r} is no folder{where} and no hub id (owner/name); {FOLDER_HINT}")
     if _offline() and not _cached(raw):
         from huggingface_hub import constants
 
