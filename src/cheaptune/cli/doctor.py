@@ -18,6 +18,8 @@ def doctor_command(
     from cheaptune.plan.doctor import run_checks
 
     cfg = load_config(config)
+    for line in cfg.foreign_notes(str(config)):
+        typer.echo(line, err=True)
     spec = None
     fit = None
     if gpu is not None:

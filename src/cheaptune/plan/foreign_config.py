@@ -42,6 +42,58 @@ def _keys() -> dict:
     return yaml.safe_load(KEYS.read_text())
 
 
+def time_keys(trainer: str) -> tuple[str, ...]:
+    """Keys that change time and cost but not memory (read by plan --config)."""
+    return tuple(_keys().get(trainer, {}).get("time", ()))
+
+
+# Axolotl keys that pick the attention kernel, as cheaptune's `attn` (a true flag, or a kernel name)
+ATTN_FLAGS = {"flash_attention": "flash", "sdp_attention": "sdpa", "eager_attention": "eager"}
+# read for the estimate, but cheaptune's trainer does these its own way (trl's chunked loss, its checkpointing)
+TRAINED_OWN_WAY = ("plugins", "liger_fused_linear_cross_entropy", "gradient_checkpointing_kwargs")
+
+
+def for_train(raw: dict, known: set[str], where: str) -> tuple[dict, list[str], list[str]]:
+    """An Axolotl config as `cheaptune train` and `doctor` read it: (keys to validate, ignored, named).
+
+    Keys the trainer knows are kept (unknown ones too, so its did-you-mean reports them); the attention
+    keys become `attn`; `bf16`/`fp16: auto` become unset (the policy's choice for the GPU, as Axolotl's
+    auto); keys that change nothing are dropped as ignored; keys cheaptune trains differently are dropped
+    and named, from the same key tables as the estimate's reader."""
+    spec = _keys()["axolotl"]
+    out: dict = {}
+    ignored: list[str] = []
+    named: list[str] = []
+    asked: dict[str, str] = {}  # attention kernel per key that asks for one
+    for key, value in raw.items():
+        if key in ("bf16", "fp16") and value == "auto":
+            continue
+        if key in known:
+            out[key] = value
+        elif key == "attn_implementation" and value is not None:
+            if str(value) not in ATTN:
+                raise BadInput(f"{where}: attn_implementation {value!r} is not trained; use sdpa, eager or "
+                               "flash_attention_2")
+            asked[key] = ATTN[str(value)]
+        elif key in ATTN_FLAGS or key == "attn_implementation":
+            if value is True:
+                asked[key] = ATTN_FLAGS[key]
+        elif key in spec["ignored"] or key in spec.get("time", ()):
+            ignored.append(key)
+        elif key in spec["named"] or key in TRAINED_OWN_WAY:
+            named.append(key)
+        else:
+            out[key] = value
+    if "attn" in out:
+        asked["attn"] = out["attn"]
+    if len(set(asked.values())) > 1:
+        raise BadInput(f"{where}: {', '.join(f'{k} ({v})' for k, v in asked.items())} ask for different attention "
+                       "kernels; keep one")
+    if asked:
+        out["attn"] = next(iter(asked.values()))
+    return out, ignored, named
+
+
 def detect(raw: dict) -> str | None:
     """The trainer whose config this is, by its keys (the one with the most detecting keys present)."""
     scores = {t: sum(k in raw for k in spec["detect"]) for t, spec in _keys().items()}
@@ -65,10 +117,10 @@ def read_foreign_config(path: str | Path, trainer: str | None = None) -> Foreign
             continue
         if key in spec["named"]:
             out.named.append(key)
-        elif key in spec["ignored"]:
+        elif key in spec["ignored"] or key in spec.get("time", ()):  # time keys: read by plan --config
             out.ignored.append(key)
         else:
-            known = [*spec["ignored"], *spec["named"], *mapped]
+            known = [*spec["ignored"], *spec.get("time", ()), *spec["named"], *mapped]
             raise BadInput(f"{path}: unknown {name} key {key!r}{did_you_mean(key, known)}; remove it or fix "
                            "its spelling")
     return out
@@ -161,7 +213,8 @@ def _llama_factory(raw: dict, path) -> tuple[set, dict]:
 
 def _litgpt(raw: dict, path) -> tuple[set, dict]:
     train = raw.get("train") or {}
-    extra = set(train) - {"micro_batch_size", "max_seq_length"} - set(_keys()["litgpt"]["ignored_train"])
+    spec = _keys()["litgpt"]
+    extra = set(train) - {"micro_batch_size", "max_seq_length"} - {*spec["ignored_train"], *spec["time_train"]}
     if extra:
         raise BadInput(f"{path}: unknown litgpt key train.{sorted(extra)[0]}; remove it or fix its spelling")
     if not train.get("max_seq_length"):
