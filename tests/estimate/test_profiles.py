@@ -49,6 +49,16 @@ def test_profile_quirks_change_the_simulated_peak(tiny_cfg):
         _peak(tiny_cfg, lora_dropout=1.5)
 
 
+def test_litgpt_bf16_mixed_keeps_every_weight_and_logits_chunk_in_fp32(tiny_cfg):
+    """Lightning Fabric's bf16-mixed builds the model in fp32 and casts outputs back to fp32 (bench row R18)."""
+    lit = _peak(tiny_cfg, trainer="litgpt", method="lora", precision="bf16-mixed")
+    ours = _peak(tiny_cfg, method="lora", precision="bf16-mixed")
+    true16 = _peak(tiny_cfg, trainer="litgpt", method="lora", precision="bf16-true")
+    assert ours["weights"] == true16["weights"]  # bf16 frozen base in both
+    assert lit["weights"] == pytest.approx(2 * ours["weights"], rel=0.02)  # fp32 (fp32 buffers in all three)
+    assert lit["logits_loss"] > true16["logits_loss"]  # the held logits chunks are fp32, not bf16
+
+
 def test_cli_estimate_config_and_trainer(run_cli, tiny_cfg, tmp_path):
     model = tmp_path / "config.json"
     model.write_text(json.dumps(tiny_cfg.to_dict()))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cache
 from importlib import metadata
 
 from cheaptune.util import atomic
@@ -26,11 +27,19 @@ def _versions() -> dict[str, str]:
     return out
 
 
+@cache
+def _profiles() -> str:
+    """The trainer profiles' file digest: editing a profile re-simulates what it changes."""
+    from cheaptune.estimate.profiles import DATA
+
+    return hashlib.sha256(DATA.read_bytes()).hexdigest()[:16]
+
+
 def key(inputs: dict, config: dict) -> str:
     from cheaptune.estimate import overheads
 
     blob = json.dumps({"schema": SCHEMA, "inputs": inputs, "config": config, "libs": _versions(),
-                       "overheads": overheads.constants()}, sort_keys=True, default=str)
+                       "overheads": overheads.constants(), "profiles": _profiles()}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 

@@ -42,6 +42,7 @@ class Profile:
     kbit_prep: bool = False
     qlora_adapter_dtype: str | None = None
     grad_ckpt: bool = False
+    mixed_fp32: bool = False
     not_simulated: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -86,6 +87,8 @@ def profile_policy(req) -> Policy:
     policy = resolve_policy(req.method, req.precision)
     dropout = prof.lora_dropout if req.lora_dropout is None else req.lora_dropout
     policy = dataclasses.replace(policy, lora_dropout=dropout)
+    if prof.mixed_fp32 and policy.autocast is not None and req.method != "qlora":
+        policy = dataclasses.replace(policy, base="float32", adapter="float32")  # every weight fp32, autocast
     if req.method == "qlora":
         if prof.qlora_adapter_dtype:
             policy = dataclasses.replace(policy, adapter=prof.qlora_adapter_dtype)

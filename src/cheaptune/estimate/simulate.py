@@ -284,7 +284,9 @@ def _chunked_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
         head = base.get_output_embeddings()
         chunks = (head(h) for h in hidden.split(size, dim=1))
     held, total = [], None
+    fp32_out = prof.mixed_fp32 and req.precision.endswith("-mixed")  # the model's outputs cast back to fp32
     for logits, labels in zip(chunks, ids.split(size, dim=1), strict=True):
+        logits = logits.float() if fp32_out else logits
         if prof.loss_full_logits:
             held.append(logits)
         logits = logits.float() if prof.loss_fp32 else logits
