@@ -86,7 +86,11 @@ def test_hub_offline_is_one_line_and_card_is_ready(tiny_model_dir, tiny_adapter,
                            "--base", str(tiny_model_dir))
     assert code == 2 and "push to the hub failed" in err and err.count("error:") == 1 and "Traceback" not in err
     card = (out / "README.md").read_text()
-    assert card.startswith("---\n") and f"base_model: {tiny_model_dir}" in card and "library_name: peft" in card
+    assert card.startswith("---\n") and "library_name: peft" in card and f"| base model | {tiny_model_dir} |" in card
+    assert "base_model:" not in card  # a local folder is no hub id
+    from cheaptune.export.hub import model_card
+
+    assert "base_model: HuggingFaceTB/SmolLM2-135M" in model_card("HuggingFaceTB/SmolLM2-135M", None, None, False)
     assert (out / "adapter_model.safetensors").is_file()
 
 

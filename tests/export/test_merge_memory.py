@@ -1,7 +1,8 @@
 """The merge's peak memory is bounded by a few shards, not the model: measured in a fresh process.
 
-Bound (stated in the README): extra peak RSS <= 3 x the largest shard (the shard's mapped pages, the merged
-tensors, safetensors' serialised copy) + 2 x the largest merged weight in fp32 + 64 MiB. The model here is
+Bound (stated in the README): extra peak RSS <= 4 x the largest shard (the shard's mapped pages, the merged
+tensors, safetensors' serialised copy, pages of the file being written) + 2 x the largest merged weight in
+fp32 + 64 MiB. Measured 57-105 MiB over repeated runs on a busy 2-core machine. The model here is
 16 shards of 16 MiB (256 MiB in bf16); loading it whole, as peft's merge does, takes at least 256 MiB.
 """
 
@@ -14,16 +15,20 @@ import sys
 SHARDS, PER_SHARD, ROWS, COLS = 16, 4, 2048, 1024  # 4 bf16 weights of 4 MiB per shard
 MiB = 2**20
 
+# VmHWM, not ru_maxrss: Linux carries the forking parent's resident size into a child's ru_maxrss across
+# exec, so a big pytest process would inflate it. Writing 5 to clear_refs resets VmHWM after the imports.
 PROBE = """
-import json, resource, sys
+import json, sys
 from pathlib import Path
 import torch, safetensors.torch
 from cheaptune.export.merge import merge_shards
-def rss():
-    return int(open('/proc/self/statm').read().split()[1]) * 4096
-before = rss()
+def status(key):
+    line = next(x for x in open('/proc/self/status') if x.startswith(key + ':'))
+    return int(line.split()[1]) * 1024
+open('/proc/self/clear_refs', 'w').write('5')
+before = status('VmRSS')
 info = merge_shards(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
-print(json.dumps({"before": before, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, **info}))
+print(json.dumps({"before": before, "peak": status('VmHWM'), **info}))
 """
 
 
@@ -64,7 +69,7 @@ def test_merge_peak_memory_is_a_few_shards_not_the_model(tmp_path):
     assert m["merged_weights"] == SHARDS * PER_SHARD and m["dtypes"] == ["bfloat16"]
     shard = max(p.stat().st_size for p in base.glob("*.safetensors"))
     model = sum(p.stat().st_size for p in base.glob("*.safetensors"))
-    bound = 3 * shard + 2 * ROWS * COLS * 4 + 64 * MiB
+    bound = 4 * shard + 2 * ROWS * COLS * 4 + 64 * MiB
     extra = m["peak"] - m["before"]
     print(f"merge of a {model / MiB:.0f} MiB model in {shard / MiB:.0f} MiB shards: extra peak RSS "
           f"{extra / MiB:.0f} MiB (bound {bound / MiB:.0f} MiB)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ def model_card(base: str, run: dict | None, summary: dict | None, merged: bool) 
     """README.md: YAML front matter (base_model, library) and what the run was: data, method, cost, scores."""
     from huggingface_hub import ModelCardData
 
-    data = ModelCardData(base_model=base, library_name="transformers" if merged else "peft",
+    # the hub accepts only repo ids as base_model metadata; a local folder is named in the table instead
+    hub_id = re.fullmatch(r"[\w.-]+/[\w.-]+", base) is not None and not Path(base).exists()
+    data = ModelCardData(base_model=base if hub_id else None, library_name="transformers" if merged else "peft",
                          tags=["cheaptune", "lora" if not merged else "merged-lora"])
     cfg = (run or {}).get("config") or {}
     rows = [("base model", base), ("weights", "merged into the base" if merged else "adapter (load with peft)")]
