@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 def _write_cfg(tmp_path, tiny_cfg):
     path = tmp_path / "config.json"
@@ -51,3 +53,24 @@ def test_gpus_and_sharding_give_a_per_gpu_peak(run_cli):
     code, _, err = run_cli("estimate", "--model", "llama-2-7b", "--method", "full", "--micro-batch", "1",
                            "--seq-len", "128", "--gpus", "2", "--offload")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--offload" in err
+
+
+def test_gpu_adds_the_step_time_the_planner_uses(run_cli, tiny_cfg, tmp_path):
+    """`--gpu` adds a `time` object (total tokens/s, seconds per optimizer step, MFU, parts); the parts add
+    up to the step; two GPUs with DDP are faster in total but not twice; no --gpu, no time."""
+    cfg = _write_cfg(tmp_path, tiny_cfg)
+    base = ("estimate", "--model", cfg, "--method", "lora", "--micro-batch", "2", "--seq-len", "64", "--json")
+    code, out, err = run_cli(*base)
+    assert code == 0, err
+    assert "time" not in json.loads(out)
+    code, out, err = run_cli(*base, "--gpu", "A100-80GB", "--grad-accum", "4")
+    assert code == 0, err
+    one = json.loads(out)["time"]
+    assert one["gpu"] == "A100-80GB" and one["gpus"] == 1 and one["grad_accum"] == 4
+    assert sum(one["parts"].values()) == pytest.approx(one["step_seconds"], rel=1e-4)
+    assert one["tokens_per_s"] == pytest.approx(2 * 64 * 4 / one["step_seconds"], rel=1e-6)
+    code, out, err = run_cli(*base, "--gpu", "A100-80GB", "--grad-accum", "4", "--gpus", "2")
+    two = json.loads(out)["time"]
+    assert code == 0 and two["gpus"] == 2 and one["tokens_per_s"] < two["tokens_per_s"] <= 2 * one["tokens_per_s"]
+    code, _, err = run_cli(*base, "--gpu", "NoSuchGPU")
+    assert code == 2 and "Traceback" not in err

@@ -45,6 +45,16 @@ def _render(est, gpus, headroom: float, factors: dict | None = None) -> None:
         out.print(f"{f.gpu}: {f.note()}, peak x{f.memory or 1:.3f} (--no-calibration to ignore)")
 
 
+def _render_time(t, gpu: str, nodes: int) -> None:
+    """One line of speed and the step's parts (seconds per optimizer step)."""
+    from cheaptune.cli.output import console
+
+    where = f"{t.gpus // nodes}x {gpu}" + (f" x {nodes} nodes" if nodes > 1 else "")
+    parts = ", ".join(f"{k} {v:.3f}" for k, v in t.parts.items() if v)
+    console().print(f"time on {where}: {t.tokens_per_s:,.0f} tokens/s, {t.step_seconds:.3f} s per optimizer step, "
+                    f"MFU {t.mfu:.0%} (parts, s/step: {parts})")
+
+
 def _notes(req, foreign) -> None:
     """What the estimate took from a config file and what it could not simulate, once each."""
     from cheaptune.cli.output import console
@@ -81,7 +91,10 @@ def register(app: typer.Typer) -> None:
         trainer: str = typer.Option(None, "--trainer", help="Whose training step to simulate: cheaptune (default), hf, "
                                     "axolotl, llama-factory, litgpt, torchtune."),
         config: str = typer.Option(None, "--config", help="An Axolotl, LLaMA-Factory or litgpt YAML config to estimate."),
-        gpus: int = typer.Option(1, "--gpus", callback=bounded(1, 4096), help="Data-parallel GPUs; the estimate is per GPU."),
+        gpu: str = typer.Option(None, "--gpu", help="GPU to time the step on: adds the step time and tokens/s."),
+        gpus: int = typer.Option(1, "--gpus", callback=bounded(1, 4096), help="Data-parallel GPUs (per node with --nodes); the estimate is per GPU."),
+        nodes: int = typer.Option(1, "--nodes", callback=bounded(1, 1024), help="Nodes of --gpus GPUs each (with --gpu)."),
+        grad_accum: int = typer.Option(1, "--grad-accum", callback=bounded(1, 10**6), help="Micro-steps per optimizer step (with --gpu)."),
         sharding: str = typer.Option(None, "--sharding",
                                      help="ddp (default with --gpus > 1), fsdp, zero2, zero3: how model state is split."),
         offload: bool = typer.Option(False, "--offload", help="fsdp/zero: keep sharded model state in host RAM."),
@@ -101,19 +114,30 @@ def register(app: typer.Typer) -> None:
             config, trainer,
             dict(model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision,
                  quant=quant, loss=loss, lora_targets=lora_targets),
-            dict(lora_r=lora_r, lora_alpha=lora_alpha, grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpus,
+            dict(lora_r=lora_r, lora_alpha=lora_alpha, grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpus * nodes,
                  sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim),
         )
         est = estimate_memory(req)
+        timed = None
+        if gpu is not None:
+            from cheaptune.catalog.gpus import resolve_gpu
+            from cheaptune.estimate.throughput import step_time_for
+
+            timed = step_time_for(req, est.trainable_params, resolve_gpu(gpu), gpus, nodes, grad_accum)
         if as_json:
             import dataclasses
 
             from cheaptune.cli.output import emit_json
 
             extra = {"config": dataclasses.asdict(foreign)} if foreign else {}
+            if timed is not None:
+                extra["time"] = {**timed.to_dict(), "gpu": resolve_gpu(gpu).name, "nodes": nodes,
+                                 "grad_accum": grad_accum}
             emit_json({**dataclasses.asdict(est), **extra})
             return
         _notes(req, foreign)
+        if timed is not None:
+            _render_time(timed, resolve_gpu(gpu).name, nodes)
         from cheaptune.catalog.gpus import list_gpus
         from cheaptune.runs.calibration import load
 

@@ -85,7 +85,7 @@ class FitResult:
     estimate: MemoryEstimate
 
 
-def _model_config(model) -> tuple[dict, str]:
+def model_config(model) -> tuple[dict, str]:
     """(config.json dict, label) without importing torch."""
     if isinstance(model, dict):
         return dict(model), model.get("_name_or_path") or model.get("model_type", "config")
@@ -166,7 +166,7 @@ def estimate_memory(req: EstimateRequest) -> MemoryEstimate:
     On several GPUs one GPU's step is simulated and then the model state is split (or replicated)
     as the sharding does it (estimate.sharding); the micro-batch is per GPU either way.
     """
-    cfg, label = _model_config(req.model)
+    cfg, label = model_config(req.model)
     req = normalize(req, cfg)
     if req.gpus > 1:
         single = estimate_memory(dataclasses.replace(req, gpus=1, sharding=None, offload=False))

@@ -217,3 +217,20 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     tps = total_tokens / step_s
     return StepTime(tokens_per_s=tps, step_seconds=step_s, mfu=f.model * tps / (peak * layout.gpus), parts=parts,
                     dtype=dtype, peak_tflops=peak / 1e12, flops_per_token=f.total, gpus=layout.gpus)
+
+
+def step_time_for(req: Any, trainable_params: int, gpu: Any, gpus_per_node: int = 1, nodes: int = 1,
+                  grad_accum: int = 1, network: str = "ethernet") -> StepTime:
+    """The step time of an estimate request (estimate.memory.EstimateRequest) on `gpu`: what
+    `cheaptune estimate --gpu` prints, with the same model the planner prices with."""
+    from cheaptune.catalog.models import count_params
+    from cheaptune.estimate.memory import model_config
+
+    cfg, _ = model_config(req.model)
+    precision = "fp32" if req.precision == "fp32" else ("bf16" if getattr(gpu, "bf16", False) and
+                                                       not (req.precision or "").startswith("fp16") else "fp16")
+    job = Job(ModelShape.from_config(cfg, count_params(cfg)), req.method, req.seq_len, req.micro_batch,
+              req.grad_ckpt, trainable_params, grad_accum, precision, req.attn)
+    gpus = gpus_per_node * nodes
+    sharding = (req.sharding or "ddp") if gpus > 1 else None
+    return step_time(job, gpu, scaling.Layout(gpus_per_node, nodes, sharding, req.offload, network))
