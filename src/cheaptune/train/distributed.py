@@ -222,13 +222,13 @@ def sharded_checkpoint_problem(ckpt: Path, world_size: int) -> str | None:
 
 
 def save_checkpoint_all_ranks(trainer, model: Any, trial: Any) -> None:
-    """AtomicSFTTrainer._save_checkpoint for any world size: every rank writes its part (rng_state_{rank},
+    """AtomicCheckpoints._save_checkpoint for any world size: every rank writes its part (rng_state_{rank},
     FSDP shards) into the one staging folder between barriers; only the main process clears, publishes
     and prunes. With one process it does exactly what the single-GPU save does."""
     import time
 
     from cheaptune.train import checkpoints as ck
-    from cheaptune.train.trainer import AtomicSFTTrainer
+    from cheaptune.train.trainer import AtomicCheckpoints
 
     start = time.monotonic()
     root, main = trainer.checkpoint_root, trainer.args.should_save
@@ -237,7 +237,7 @@ def save_checkpoint_all_ranks(trainer, model: Any, trial: Any) -> None:
     trainer.accelerator.wait_for_everyone()
     trainer._staging = True
     try:
-        super(AtomicSFTTrainer, trainer)._save_checkpoint(model, trial)
+        super(AtomicCheckpoints, trainer)._save_checkpoint(model, trial)
     finally:
         trainer._staging = False
     trainer.accelerator.wait_for_everyone()

@@ -46,7 +46,8 @@ def load_data(cfg: TrainConfig) -> tuple[Any, Any, str]:
 
     from cheaptune.data import load_dataset_rows, validation_split
 
-    loaded = [load_dataset_rows(d.path, d.type, skip_bad_rows=cfg.skip_bad_rows) for d in cfg.datasets]
+    loaded = [load_dataset_rows(d.path, d.type, skip_bad_rows=cfg.skip_bad_rows, objective=cfg.objective)
+              for d in cfg.datasets]
     fmts = {x.fmt for x in loaded}
     if len({tuple(x.dataset.column_names) for x in loaded}) > 1:
         raise BadInput(f"datasets have different formats ({', '.join(sorted(fmts))}); train on one format at a time")
@@ -110,10 +111,12 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
     from cheaptune.train.chat import prepare_chat
     from cheaptune.train.methods import build_model, resolve_precision
     from cheaptune.train.preemption import PreemptionCallback, PreemptionFlag
+    from cheaptune.train.preference import build_preference_trainer
     from cheaptune.train.probe import ProbeCallback, fresh_peak
     from cheaptune.train.tracking import MetricsCallback
     from cheaptune.train.trainer import build_trainer
 
+    build = build_trainer if cfg.objective == "sft" else build_preference_trainer
     prec = resolve_precision(cfg)
     out_dir, root = Path(cfg.output_dir), cfg.checkpoint_root
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -135,7 +138,7 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
     first: list[Any] = [preempt, *callbacks]
     if cfg.save_minutes:
         first.append(TimedSaveCallback(cfg.save_minutes))
-    trainer = build_trainer(cfg, prec, model, tokenizer, train_ds, eval_ds, fmt, first)
+    trainer = build(cfg, prec, model, tokenizer, train_ds, eval_ds, fmt, first)
     main = trainer.is_world_process_zero()
     if main:
         ck.clear_staging(root)  # what a killed save left; other ranks must not race the main one here
@@ -161,7 +164,7 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
 
     def rebuild(new_cfg: TrainConfig, old: Any) -> Any:
         """The same model, data and callbacks under the settings an out-of-memory fallback chose."""
-        new = build_trainer(new_cfg, prec, old.model, tokenizer, train_ds, eval_ds, fmt, [])
+        new = build(new_cfg, prec, old.model, tokenizer, train_ds, eval_ds, fmt, [])
         new.callback_handler.callbacks = old.callback_handler.callbacks
         return new
 

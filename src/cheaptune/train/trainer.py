@@ -21,8 +21,8 @@ from cheaptune.train.methods import Precision
 from cheaptune.train.tracking import resolve_report_to
 
 
-class AtomicSFTTrainer(SFTTrainer):
-    """SFTTrainer whose checkpoints appear all at once, verified, under `checkpoint_root`."""
+class AtomicCheckpoints:
+    """Mixin for a trl trainer: checkpoints appear all at once, verified, under `checkpoint_root`."""
 
     def __init__(self, *args: Any, checkpoint_root: Path, keep_last: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -44,11 +44,12 @@ class AtomicSFTTrainer(SFTTrainer):
             return save_checkpoint_all_ranks(self, model, trial)
 
 
-def sft_config(cfg: TrainConfig, prec: Precision, fmt: str, has_eval: bool) -> SFTConfig:
-    """SFTConfig from our config; precision and device are always explicit (trl defaults to bf16).
+class AtomicSFTTrainer(AtomicCheckpoints, SFTTrainer):
+    """SFTTrainer whose checkpoints appear all at once, verified, under `checkpoint_root`."""
 
-    bf16/fp16 are the autocast flags: on for *-mixed, off for bf16-true (the model itself is bf16) and
-    fp32. The optimizer defaults to the policy's (fused AdamW), which the memory estimate simulates.
+
+def sft_config(cfg: TrainConfig, prec: Precision, fmt: str, has_eval: bool) -> SFTConfig:
+    """SFTConfig from our config (trainer_args, plus packing and the loss masking the data format takes).
 
     Packing is trl's BFD packing, which runs padding-free (position ids restart per example). That is
     correct with sdpa and eager too, not only flash-attention: transformers finds the packed sequences
@@ -57,9 +58,19 @@ def sft_config(cfg: TrainConfig, prec: Precision, fmt: str, has_eval: bool) -> S
     # Prompt and prefix tuning prepend virtual tokens, which padding-free packed position ids do not
     # account for, so they train unpacked.
     packing = cfg.sample_packing and cfg.method not in ("prompt_tuning", "prefix_tuning")
+    return SFTConfig(**trainer_args(cfg, prec, has_eval), packing=packing, assistant_only_loss=fmt == "messages")
+
+
+def trainer_args(cfg: TrainConfig, prec: Precision, has_eval: bool) -> dict[str, Any]:
+    """The arguments every trl trainer config (SFT, DPO, ORPO) takes from our config; precision and device
+    are always explicit (trl defaults to bf16 and gradient checkpointing).
+
+    bf16/fp16 are the autocast flags: on for *-mixed, off for bf16-true (the model itself is bf16) and
+    fp32. The optimizer defaults to the policy's (fused AdamW), which the memory estimate simulates.
+    """
     eval_on = has_eval and cfg.eval_steps is not None
     workers = cfg.dataloader_num_workers
-    return SFTConfig(
+    return dict(
         output_dir=cfg.output_dir,
         per_device_train_batch_size=cfg.micro_batch_size,
         per_device_eval_batch_size=cfg.micro_batch_size,
@@ -89,8 +100,6 @@ def sft_config(cfg: TrainConfig, prec: Precision, fmt: str, has_eval: bool) -> S
         disable_tqdm=True,  # cheaptune.train.progress prints step, loss, tokens/s and ETA
         include_num_input_tokens_seen="all",
         max_length=cfg.sequence_len,
-        packing=packing,
-        assistant_only_loss=fmt == "messages",
         dataset_num_proc=cfg.dataset_num_proc,
         dataloader_num_workers=workers,
         dataloader_pin_memory=prec.device == "cuda",
