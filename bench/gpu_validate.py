@@ -46,10 +46,36 @@ class Case:
     seq_len: int
     micro_batch: int
     grad_ckpt: bool
+    options: tuple[str, ...] = ()  # speed options (OPTIONS) on top of plain trl
 
     @property
     def name(self) -> str:
-        return f"{self.model}/{self.method}/s{self.seq_len}/b{self.micro_batch}/{'ckpt' if self.grad_ckpt else 'nockpt'}"
+        opts = "".join(f"+{o}" for o in self.options)
+        return f"{self.model}/{self.method}/s{self.seq_len}/b{self.micro_batch}/{'ckpt' if self.grad_ckpt else 'nockpt'}{opts}"
+
+
+# Speed options (cheaptune.train.speedups, attn: flash) as training-config fields.
+OPTIONS = {"liger": {"liger_kernel": True}, "compile": {"torch_compile": True}, "flash": {"attn": "flash"},
+           "paged8bit": {"optimizer": "paged_adamw_8bit"}}
+
+
+def option_cases(with_qlora: bool) -> list[Case]:
+    """Llama-3.1-8B LoRA (and QLoRA) at seq 2048 x 4 with checkpointing: plain trl, each option alone, all on."""
+    sets = [(), *((o,) for o in OPTIONS), tuple(OPTIONS)]
+    return [Case(MODELS[0], m, 2048, 4, True, s) for m in ("lora", "qlora") if m == "lora" or with_qlora for s in sets]
+
+
+def option_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each option run against the same case without options: tokens/s and peak allocated memory ratios."""
+    ok = {(r["method"], tuple(r["options"])): r["measured"] for r in rows if r.get("status") == "ok" and "options" in r}
+    out = []
+    for (method, opts), m in ok.items():
+        base = ok.get((method, ()))
+        if opts and base:
+            out.append({"method": method, "options": list(opts),
+                        "tokens_per_s_ratio": round(m["tokens_per_s"] / base["tokens_per_s"], 3),
+                        "peak_allocated_ratio": round(m["max_allocated_bytes"] / base["max_allocated_bytes"], 3)})
+    return out
 
 
 def default_cases(models: list[str], with_qlora: bool) -> list[Case]:
@@ -73,7 +99,8 @@ def default_cases(models: list[str], with_qlora: bool) -> list[Case]:
 
 def smoke_cases(with_qlora: bool) -> list[Case]:
     m = "Llama-3.1-8B"
-    return [Case(m, "lora", 64, 1, False), Case(m, "full", 64, 2, True)] + \
+    # the Liger case is refused on CPU and recorded as skipped with the one-line reason
+    return [Case(m, "lora", 64, 1, False), Case(m, "full", 64, 2, True), Case(m, "lora", 64, 1, False, ("liger",))] + \
         ([Case(m, "qlora", 64, 1, True)] if with_qlora else [])
 
 
@@ -116,7 +143,8 @@ def predict_throughput(case: Case, config: dict[str, Any], gpu: Any, trainable: 
     shape = ModelShape.from_config(config, count_params(config))
     t = step_time(Job(shape, case.method, case.seq_len, case.micro_batch, case.grad_ckpt, trainable), gpu)
     return {"tokens_per_s": t.tokens_per_s, "mfu": t.mfu, "peak_tflops": t.peak_tflops,
-            "flops_per_token": t.flops_per_token, "parts": t.parts}
+            "flops_per_token": t.flops_per_token, "parts": t.parts,
+            "step_overhead_s": sum(v for k, v in t.parts.items() if k != "compute")}  # what MFU leaves out
 
 
 def nvidia_smi_used_mib() -> int | None:
@@ -172,6 +200,7 @@ class Runner:
             "gradient_checkpointing": case.grad_ckpt, "lora_dropout": 0.0, "optimizer": "adamw_torch_fused"
             if self.cuda else "adamw_torch", "device": "cuda" if self.cuda else "cpu",
             "output_dir": str(self.work / "out"), "resume": "never", "logging_steps": 1, "datasets": [],
+            **{k: v for o in case.options for k, v in OPTIONS[o].items()},
         })
 
     def base_model(self, case: Case, cfg: Any, prec: Any):
@@ -223,15 +252,19 @@ class Runner:
         import torch
         from datasets import Dataset
 
-        from cheaptune.train.methods import peft_config, resolve_precision
+        from cheaptune.train import speedups
+        from cheaptune.train.methods import attn_implementation, peft_config, resolve_precision
         from cheaptune.train.trainer import build_trainer
 
         cfg = self.train_config(case)
         prec = resolve_precision(cfg)
+        speedups.check(cfg, prec.device)  # BadInput: the option cannot run here (recorded as skipped)
+        attn = attn_implementation(cfg.attn, prec.device)
         if case.method == "qlora":
             model = self.qlora_model(case, cfg, prec)
         else:
             base = self.base_model(case, cfg, prec)
+            base.set_attn_implementation(attn)
             pcfg = peft_config(cfg, base)
             base.requires_grad_(pcfg is None)
             model = base if pcfg is None else peft.get_peft_model(base, pcfg)
@@ -324,6 +357,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--models", default=",".join(MODELS), help="comma list of catalog names")
     p.add_argument("--steps", type=int, default=5, help="optimizer steps per case (first is warm-up)")
     p.add_argument("--max-seconds", type=float, default=450.0, help="global deadline; later cases are skipped")
+    p.add_argument("--options-only", action="store_true",
+                   help="only the speed-option comparison (option_cases), not the estimator grid")
     p.add_argument("--workers", type=int, default=8, help="processes computing the estimates meanwhile")
     p.add_argument("--recalibrate", type=Path, metavar="FILE", help="print fitted constants from a results JSON")
     return p.parse_args(argv)
@@ -340,7 +375,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     cuda = torch.cuda.is_available() and not a.cpu_smoke
     bnb_ok, bnb_why = have_bitsandbytes()
-    cases = smoke_cases(bnb_ok) if a.cpu_smoke else default_cases([m.strip() for m in a.models.split(",")], bnb_ok)
+    cases = smoke_cases(bnb_ok) if a.cpu_smoke else option_cases(bnb_ok) if a.options_only else \
+        default_cases([m.strip() for m in a.models.split(",")], bnb_ok) + option_cases(bnb_ok)
     configs = {c.model: model_config(c.model, a.cpu_smoke) for c in cases}
     gpu = gpu_spec(cuda)
     device_total = torch.cuda.get_device_properties(0).total_memory if cuda else gpu.memory_bytes
@@ -383,6 +419,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{json.dumps(results[-1].get('measured', results[-1].get('reason', '')))[:200]}", flush=True)
     pool.shutdown(wait=False, cancel_futures=True)
     doc["seconds"] = round(time.monotonic() - t0, 1)
+    doc["options_vs_plain_trl"] = option_summary(results)
     write(out, doc)
     print(f"wrote {out} ({sum(r.get('status') == 'ok' for r in results)} cases ok) in {doc['seconds']} s")
     return doc
@@ -393,12 +430,16 @@ def run_case(c: Case, pred: dict[str, Any], runner: Runner, config: dict[str, An
     """One row: skip if predicted not to fit, else train and put the measurement beside the predictions."""
     import torch
 
+    from cheaptune.errors import BadInput
+
     row: dict[str, Any] = {"case": c.name, **asdict(c), "predicted": pred}
     if device_total and "error" not in pred and pred["device_total_bytes"] > FIT_FRACTION * device_total:
         return {**row, "status": "skipped", "reason": "predicted not to fit"}
     try:
         row["measured"] = runner.run(c, config)
         row["status"] = "ok"
+    except BadInput as err:  # an option this machine cannot run (no CUDA, package missing)
+        return {**row, "status": "skipped", "reason": str(err)}
     except torch.cuda.OutOfMemoryError as err:
         row.update(status="oom", error=str(err).splitlines()[0])
         runner.drop_base()

@@ -39,8 +39,31 @@ def test_cpu_smoke_trains_and_predicts(bench, tmp_path):
     full = next(r for r in ran if r["method"] == "full")
     assert full["measured"]["trainable_params"] > 5 * lora["measured"]["trainable_params"]
     skipped = [r for r in doc["cases"] if "measured" not in r]
-    assert all(r["status"] == "skipped" and "qlora" in r["case"] for r in skipped)
-    assert bool(skipped) != bnb  # QLoRA runs where bitsandbytes is, and is recorded as skipped elsewhere
+    liger = [r for r in skipped if "+liger" in r["case"]]
+    assert len(liger) == 1 and "liger_kernel: true needs a CUDA GPU" in liger[0]["reason"]  # refused on CPU
+    qlora = [r for r in skipped if r not in liger]
+    assert all(r["status"] == "skipped" and "qlora" in r["case"] for r in qlora)
+    assert bool(qlora) != bnb  # QLoRA runs where bitsandbytes is, and is recorded as skipped elsewhere
+    assert doc["options_vs_plain_trl"] == []  # no option ran on CPU, so nothing to compare
+
+
+def test_option_cases_compare_each_option_with_plain_trl(bench):
+    gv = bench("gpu_validate")
+    cases = gv.option_cases(with_qlora=True)
+    for method in ("lora", "qlora"):
+        sets = [c.options for c in cases if c.method == method]
+        assert sets[0] == () and set(gv.OPTIONS) <= {o for s in sets for o in s} and tuple(gv.OPTIONS) in sets
+    assert not [c for c in gv.option_cases(with_qlora=False) if c.method == "qlora"]
+    gib = 1 << 30
+    rows = [{"method": "lora", "options": list(opts), "status": "ok",
+             "measured": {"tokens_per_s": tps, "max_allocated_bytes": mem * gib}}
+            for opts, tps, mem in (((), 1000.0, 20), (("liger",), 1200.0, 15), (("compile",), 1300.0, 22))]
+    rows.append({"method": "qlora", "options": ["liger"], "status": "ok",  # no plain QLoRA row: no ratio
+                 "measured": {"tokens_per_s": 1.0, "max_allocated_bytes": gib}})
+    summary = gv.option_summary(rows)
+    assert summary == [
+        {"method": "lora", "options": ["liger"], "tokens_per_s_ratio": 1.2, "peak_allocated_ratio": 0.75},
+        {"method": "lora", "options": ["compile"], "tokens_per_s_ratio": 1.3, "peak_allocated_ratio": 1.1}]
 
 
 def _row(method: str, alloc: int, reserved: int, smi_mib: int, mfu: float) -> dict:
