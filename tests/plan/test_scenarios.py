@@ -143,7 +143,7 @@ def test_save_round_trip_and_markdown(run_cli, shared_home, monkeypatch, tmp_pat
     assert code == 0, err
     assert "| method |" in out and "### Recommendation" in out
     plan = planfile.load(path)
-    assert plan.train.method == "qlora" and plan.train.quant == "nf4" and plan.model == "meta-llama/Llama-2-7b-hf"
+    assert plan.train.method == "qlora" and plan.train.quant == "nf4-dq" and plan.model == "meta-llama/Llama-2-7b-hf"
 
 
 def test_dataset_file_counted_with_local_tokenizer(run_cli, tiny_model_dir, tmp_path):
