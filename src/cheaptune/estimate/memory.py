@@ -61,6 +61,8 @@ class EstimateRequest:
     trainer: str = "cheaptune"  # whose step is simulated: estimate/data/profiles.yaml
     lora_dropout: float | None = None  # None: the trainer's default
     bnb_keeps_input: bool = False  # bitsandbytes < 0.43.2 kept each 4-bit matmul's input (profiles.py)
+    objective: str = "sft"  # sft | dpo | orpo: trl's preference step (simulate.preference_forward)
+    precompute_ref: bool = False  # dpo, full: reference log-probs precomputed, so no reference copy is held
 
 
 @dataclass
@@ -157,6 +159,8 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
 def _inputs(req: EstimateRequest, label: str) -> dict:
     d = dataclasses.asdict(req)
     d["model"] = label
+    if d["objective"] == "sft":  # SFT inputs (and so their cache keys) as before preference tuning existed
+        del d["objective"], d["precompute_ref"]
     return d
 
 

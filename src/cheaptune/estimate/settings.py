@@ -18,7 +18,8 @@ SHARDINGS = ("ddp", "zero2", "zero3", "fsdp", "fsdp+offload", "zero2+offload", "
 LORA_METHODS = ("lora", "qlora", "dora")
 # The policy's names are the allowed values, so the estimator, the plan file and the trainer share one list.
 _CHOICES = {"method": policy.METHODS, "precision": policy.PRECISIONS, "quant": policy.QUANTS,
-            "optimizer": policy.OPTIMIZERS, "attn": policy.ATTNS, "loss": policy.LOSSES, "sharding": SHARDINGS}
+            "optimizer": policy.OPTIMIZERS, "attn": policy.ATTNS, "loss": policy.LOSSES, "sharding": SHARDINGS,
+            "objective": ("sft", "dpo", "orpo")}
 
 
 class TrainSettings(BaseModel):
@@ -40,6 +41,8 @@ class TrainSettings(BaseModel):
     liger_kernel: bool = Field(False, description="Liger's RMSNorm/RoPE/SwiGLU kernels (CUDA; extra liger)")
     torch_compile: bool = Field(False, description="torch.compile the model (CUDA; extra compile)")
     loss: str = Field("trl", description="trl: chunked LM head (cheaptune train); hf: full logits")
+    objective: str = Field("sft", description="sft | dpo | orpo (trl's trainer for it)")
+    precompute_ref: bool = Field(False, description="dpo: reference log-probs computed before training")
     seq_len: int = Field(2048, ge=8, le=1_048_576)
     epochs: float = Field(1.0, gt=0, le=10_000)
     gpus: int = Field(1, ge=1, le=4096, description="GPUs in the whole job (all nodes)")
@@ -97,7 +100,7 @@ class TrainSettings(BaseModel):
             lora_targets=self.lora_targets or "all-linear", micro_batch=self.micro_batch, seq_len=self.seq_len,
             precision=self.precision, quant=self.quant, grad_ckpt=self.grad_ckpt, optimizer=self.optimizer,
             attn=self.attn, loss=self.loss, gpus=self.gpus, sharding=self.sharding_name, offload=self.offload,
-            allow_long_context=True,
+            allow_long_context=True, objective=self.objective, precompute_ref=self.precompute_ref,
         )
 
     def differences(self, other: TrainSettings) -> dict[str, tuple[Any, Any]]:

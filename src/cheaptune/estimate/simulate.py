@@ -208,6 +208,10 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> Sim
             tracker.track([p], "trainable_weights" if p.requires_grad else "weights")
     tracker.track(list(model.buffers()), "weights")
     _track_quant_states(model, tracker)
+    reference = []  # trl's frozen copy of the model (DPO, full fine-tuning), alive for the whole run
+    if req.objective == "dpo" and req.method == "full" and not req.precompute_ref:
+        reference = [torch.empty_like(p, requires_grad=False) for p in model.parameters()]
+        tracker.track(reference, "reference_model")
     static = dict(tracker.cur)
     for p in params:
         p.register_post_accumulate_grad_hook(lambda t: tracker.retag(t.grad, "gradients"))
@@ -222,8 +226,9 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> Sim
     for _ in range(steps):
         tracker.reset_peaks()
         with tracker:
-            ids = torch.randint(0, vocab, (req.micro_batch, req.seq_len))
-            pos = torch.arange(req.seq_len).expand(req.micro_batch, -1)  # trl's padding-free collator sends these
+            rows = req.micro_batch * (1 if req.objective == "sft" else 2)  # preference: chosen and rejected rows
+            ids = torch.randint(0, vocab, (rows, req.seq_len))
+            pos = torch.arange(req.seq_len).expand(rows, -1)  # trl's padding-free collator sends these
             tracker.phase, tracker.forward_category = "forward", None
             with autocast:
                 loss, held = _forward_loss(model, ids, pos, req)
@@ -259,6 +264,8 @@ def _keep_4bit_inputs(model) -> None:
 
 def _forward_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
     """The trainer's forward and loss: (loss, tensors its training loop holds until backward is done)."""
+    if req.objective != "sft":
+        return preference_forward(model, ids, pos, req), ()
     if req.loss == "hf":  # a plain Trainer: the model's own loss over full fp32 logits
         return model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False).loss, ()
     if req.loss == "chunked":
@@ -267,6 +274,34 @@ def _forward_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
     # trl's compute_loss: summed NLL over labelled tokens, plus its logged metrics (computed, then dropped)
     out.entropy.detach().sum(), out.is_top1.sum()
     return -out.log_probs.sum() / out.label_mask.sum().clamp(min=1), ()
+
+
+def preference_forward(model, ids, pos, req) -> torch.Tensor:
+    """trl 1.16's preference step on the concatenated [chosen; rejected] batch.
+
+    DPOTrainer._compute_loss: the policy through the fused head (per-token log-probs, entropy, top-1), then,
+    under no_grad while the policy's activations are held, the reference: the same weights with adapters
+    disabled for PEFT, the frozen copy (counted as reference_model) for full fine-tuning, nothing when its
+    log-probs were precomputed. ORPOTrainer.concatenated_forward: full logits, NLL over the chosen half and
+    the log-softmax of every row (trl's selective_log_softmax, here in fp32: errs high)."""
+    half = ids.size(0) // 2
+    if req.objective == "orpo":
+        logits = model(input_ids=ids, position_ids=pos, use_cache=False).logits
+        nll = torch.nn.functional.cross_entropy(logits[:half].flatten(0, 1), ids[:half].flatten())
+        logps = torch.log_softmax(logits.float(), -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1).mean(-1)
+        return nll - torch.nn.functional.logsigmoid(logps[:half] - logps[half:]).mean()
+    out = model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False, fused_lm_head=True)
+    out.entropy.detach().sum(), out.is_top1.sum()
+    logps = out.log_probs.sum(-1)
+    if req.precompute_ref:
+        ref = torch.zeros_like(logps)
+    else:
+        off = model.disable_adapter() if hasattr(model, "disable_adapter") else contextlib.nullcontext()
+        with torch.no_grad(), off:
+            ref = model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False,
+                        fused_lm_head=True).log_probs.sum(-1)
+    ratio = (logps - ref)
+    return -torch.nn.functional.logsigmoid(ratio[:half] - ratio[half:]).mean()
 
 
 def _chunked_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
