@@ -76,6 +76,33 @@ def test_trainer_runs_what_the_plan_estimated(tiny_model_dir, tmp_path, monkeypa
     assert run_est.breakdown == plan_est.breakdown
 
 
+@pytest.mark.parametrize("objective, precompute", [("dpo", False), ("dpo", True), ("orpo", False)])
+def test_a_preference_plan_runs_as_planned(tiny_model_dir, tmp_path, objective, precompute):
+    """`train --plan` with a DPO/ORPO plan builds trl's trainer for it, and what it runs estimates as planned."""
+    from transformers import AutoTokenizer
+
+    from cheaptune.train.preference import build_preference_trainer
+    from cheaptune.train.run import load_data
+    from tests.train.test_preference import pair_rows
+
+    settings = for_gpu("lora", True, micro_batch=MICRO, seq_len=SEQ, lora_r=8, lora_alpha=16, objective=objective,
+                       precompute_ref=precompute)
+    plan, data = tmp_path / "plan.yaml", tmp_path / "pairs.jsonl"
+    _plan_file(plan, tiny_model_dir, settings)
+    data.write_text("\n".join(json.dumps(r) for r in pair_rows(4)) + "\n")
+    cfg = build(None, plan, {"device": "cpu", "output_dir": str(tmp_path / "o"), "datasets": [{"path": str(data)}]})
+    assert (cfg.objective, cfg.precompute_ref_log_probs) == (objective, precompute)
+    prec = Precision("cpu", cfg.precision)
+    ds, _, fmt = load_data(cfg)
+    trainer = build_preference_trainer(cfg, prec, build_model(cfg, prec), AutoTokenizer.from_pretrained(
+        tiny_model_dir), ds, None, fmt, [])
+    ran = read_back(trainer)
+    assert set(ran.differences(planfile.load(plan).train)) <= {"lora_targets"}  # all-linear, spelled out
+    assert (ran.objective, ran.precompute_ref) == (objective, precompute)
+    assert estimate_memory(ran.request(str(tiny_model_dir))).device_total_bytes == \
+        planfile.load(plan).prediction.peak_vram_bytes
+
+
 def test_a_full_fine_tune_plan_trains_at_the_precision_it_was_sized_at(tiny_model_dir, tmp_path):
     """The old plan file said bf16-mixed for a plan sized at bf16-true: fp32 master weights doubled the
     run's weights. The read-back weights are 2 bytes each, as sized."""

@@ -69,6 +69,8 @@ class TrainSettings(BaseModel):
             self.lora_r = self.lora_alpha = self.lora_targets = None
         elif self.lora_r is None or self.lora_alpha is None:
             raise ValueError(f"method {self.method} needs lora_r and lora_alpha")
+        if self.objective != "dpo":
+            self.precompute_ref = False  # only DPO has a reference to precompute
         if self.gpus > 1 and self.sharding is None:
             self.sharding = "ddp"
         if self.gpus == 1:

@@ -12,7 +12,8 @@ from cheaptune.errors import BadInput
 # these trains something other than what the plan sized, so train warns and re-estimates (train.plancheck).
 SETTING_KEYS = ("method", "precision", "quant", "optimizer", "micro_batch_size", "gradient_accumulation_steps",
                 "gradient_checkpointing", "attn", "sequence_len", "num_epochs", "lora_r", "lora_alpha",
-                "lora_targets", "save_minutes", "liger_kernel", "torch_compile")
+                "lora_targets", "save_minutes", "liger_kernel", "torch_compile", "objective",
+                "precompute_ref_log_probs")
 
 
 def from_plan(path: str | Path, current: dict[str, Any]) -> dict[str, Any]:

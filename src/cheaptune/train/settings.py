@@ -32,7 +32,8 @@ def config_fields(s: TrainSettings) -> dict[str, Any]:
         "method": s.method, "precision": s.precision, "quant": s.quant, "optimizer": HF_OPTIM["cuda"][s.optimizer],
         "micro_batch_size": s.micro_batch, "gradient_accumulation_steps": s.grad_accum,
         "gradient_checkpointing": s.grad_ckpt, "attn": s.attn, "sequence_len": s.seq_len, "num_epochs": s.epochs,
-        "liger_kernel": s.liger_kernel, "torch_compile": s.torch_compile,
+        "liger_kernel": s.liger_kernel, "torch_compile": s.torch_compile, "objective": s.objective,
+        "precompute_ref_log_probs": s.precompute_ref,
     }
     if s.lora_r is not None:
         out.update(lora_r=s.lora_r, lora_alpha=s.lora_alpha, lora_targets=s.lora_targets)
@@ -62,6 +63,7 @@ def from_config(cfg: Any, precision: str, gpus: int = 1, sharding: str | None = 
         grad_accum=cfg.gradient_accumulation_steps, grad_ckpt=cfg.gradient_checkpointing, attn=cfg.attn,
         liger_kernel=cfg.liger_kernel, torch_compile=cfg.torch_compile,
         seq_len=cfg.sequence_len, epochs=cfg.num_epochs, gpus=gpus, sharding=sharding if gpus > 1 else None,
+        objective=cfg.objective, precompute_ref=cfg.precompute_ref_log_probs,
     )
 
 
@@ -119,8 +121,10 @@ def read_back(trainer: Any) -> TrainSettings:
     method, quant, peft_cfg = _method(model)
     lora = method in ("lora", "qlora", "dora")
     gpus, sharding = _layout(args.output_dir)
-    from trl import SFTTrainer
+    from trl import DPOTrainer, SFTTrainer
+    from trl.experimental.orpo import ORPOTrainer
 
+    objective = "dpo" if isinstance(trainer, DPOTrainer) else "orpo" if isinstance(trainer, ORPOTrainer) else "sft"
     return TrainSettings(
         method=method, precision=_precision(model, args), quant=quant, optimizer=our_optimizer(args.optim),
         lora_r=peft_cfg.r if lora else None, lora_alpha=peft_cfg.lora_alpha if lora else None,
@@ -128,6 +132,7 @@ def read_back(trainer: Any) -> TrainSettings:
         micro_batch=args.per_device_train_batch_size, grad_accum=args.gradient_accumulation_steps,
         grad_ckpt=bool(args.gradient_checkpointing), attn=model.config._attn_implementation,
         liger_kernel=bool(args.use_liger_kernel), torch_compile=bool(args.torch_compile),
-        loss="trl" if isinstance(trainer, SFTTrainer) else "hf", seq_len=args.max_length,
-        epochs=args.num_train_epochs, gpus=gpus, sharding=sharding,
+        loss="trl" if isinstance(trainer, (SFTTrainer, DPOTrainer, ORPOTrainer)) else "hf", seq_len=args.max_length,
+        epochs=args.num_train_epochs, gpus=gpus, sharding=sharding, objective=objective,
+        precompute_ref=bool(getattr(args, "precompute_ref_log_probs", False)),
     )
