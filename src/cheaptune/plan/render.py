@@ -16,6 +16,7 @@ OPTION_KEYS = ("method", "gpu", "gpu_count", "num_nodes", "sharding", "provider"
 
 def option_dict(o: Option, details: bool = False) -> dict[str, Any]:
     d = {k: getattr(o, k) for k in OPTION_KEYS}
+    d["hardware"] = o.hardware()
     d["cost"] = dict(o.cost)
     if details:
         d["details"] = o.details
@@ -44,13 +45,19 @@ def to_json(r: PlanResult) -> dict[str, Any]:
 
 
 def _row(o: Option) -> list[str]:
-    c = o.cost
-    mode = "spot" if o.spot else o.kind
+    return row_cells(option_dict(o))
+
+
+def row_cells(d: dict[str, Any]) -> list[str]:
+    """One table row (HEADERS) from an option's JSON form, so a saved `plan --json` renders the same."""
+    c = d["cost"]
+    mode = "spot" if d["spot"] else d["kind"]
     return [
-        o.method, o.hardware(), f"{o.provider}/{o.region}", mode,
-        f"{o.peak_vram_bytes / GIB:.1f}/{o.gpu_memory_bytes / GIB:.0f} GiB",
-        f"{o.micro_batch}/{o.grad_accum}/{'on' if o.grad_ckpt else 'off'}", f"{o.tokens_per_s:,.0f}", f"{o.hours:.2f}",
-        f"{c['compute']:.2f}", f"{c['storage'] + c['egress']:.2f}", f"{c['spot_overhead']:.2f}", f"{c['total']:.2f}", o.risk,
+        d["method"], d["hardware"], f"{d['provider']}/{d['region']}", mode,
+        f"{d['peak_vram_bytes'] / GIB:.1f}/{d['gpu_memory_bytes'] / GIB:.0f} GiB",
+        f"{d['micro_batch']}/{d['grad_accum']}/{'on' if d['grad_ckpt'] else 'off'}", f"{d['tokens_per_s']:,.0f}",
+        f"{d['hours']:.2f}", f"{c['compute']:.2f}", f"{c['storage'] + c['egress']:.2f}", f"{c['spot_overhead']:.2f}",
+        f"{c['total']:.2f}", d["risk"],
     ]
 
 
@@ -59,19 +66,24 @@ HEADERS = ["method", "GPU", "provider/region", "pricing", "peak VRAM", "mb/accum
 
 
 def _text_sections(r: PlanResult) -> list[tuple[str, list[str]]]:
-    w = r.workload
-    head = [f"{r.model_id}: {w.tokens:,} tokens/epoch ({w.tokens_basis}) x {w.epochs:g} epochs, seq {w.seq_len}, "
-            f"effective batch {w.effective_batch}"]
+    return text_sections(to_json(r))
+
+
+def text_sections(doc: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The plan's prose, titled, from its JSON form (what `plan --json` prints, or a file of it)."""
+    w = doc["workload"]
+    head = [f"{doc['model']}: {w['tokens']:,} tokens/epoch ({w['tokens_basis']}) x {w['epochs']:g} epochs, "
+            f"seq {w['seq_len']}, effective batch {w['effective_batch']}"]
     return [
         ("Plan", head),
-        ("Recommendation", [r.why] if r.why else []),
-        ("Why not the others", r.why_not),
-        ("Spot interruption at the high end", [r.high_end] if r.high_end else []),
-        ("The hosted alternative", [r.hosted] if r.hosted else []),
-        ("Data audit", r.audit),
-        ("Warnings", [f"[{f.code}] {f.message}" for f in r.warnings]),
-        ("Notes", r.notes),
-        ("What would make it feasible", r.advice),
+        ("Recommendation", [doc["why"]] if doc.get("why") else []),
+        ("Why not the others", doc.get("why_not") or []),
+        ("Spot interruption at the high end", [doc["high_end"]] if doc.get("high_end") else []),
+        ("The hosted alternative", [doc["hosted"]] if doc.get("hosted") else []),
+        ("Data audit", doc.get("data_audit") or []),
+        ("Warnings", [f"[{f['code']}] {f['message']}" for f in doc.get("warnings") or []]),
+        ("Notes", doc.get("notes") or []),
+        ("What would make it feasible", doc.get("advice") or []),
     ]
 
 

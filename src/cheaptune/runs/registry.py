@@ -288,6 +288,16 @@ def get_run(run_id: str) -> dict:
     return Registry().get_run(run_id)
 
 
+def seen_status(run: dict) -> str:
+    """The status a reader shows without writing (the dashboard): what `reap` and `_view` would make of it."""
+    if run.get("status") != "running" or run.get("remote"):
+        return str(run.get("status"))
+    if run.get("host") == socket.gethostname():
+        return "running" if _alive(run.get("pid"), run.get("proc_start")) else "killed"
+    stale = run.get("heartbeat_at") and time.time() - run["heartbeat_at"] > STALE_S
+    return "lost" if stale else "running"
+
+
 def _event(con: sqlite3.Connection, rid: str, kind: str, detail: Any) -> None:
     con.execute(
         "INSERT INTO events (run_id, at, kind, detail) VALUES (?, ?, ?, ?)",

@@ -1,0 +1,1 @@
+"""`cheaptune ui`: a local, read-only web dashboard over the run registry and plan files."""
