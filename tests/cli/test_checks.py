@@ -31,7 +31,7 @@ def test_describe():
 
 
 @pytest.mark.parametrize(("flag", "value", "words"), [
-    ("--gpus", "0", "--gpus must be a whole number from 1 to 4096 (got 0)"),
+    ("--gpu-count", "0", "--gpu-count must be a whole number from 1 to 4096 (got 0)"),
     ("--epochs", "nan", "--epochs must be a number above 0"),
     ("--lr", "inf", "--lr must be a number above 0 and at most 10 (got inf)"),
     ("--budget", "-5", "--budget must be a number above 0"),

@@ -43,15 +43,15 @@ def test_gpus_and_sharding_give_a_per_gpu_peak(run_cli):
         assert code == 0, err
         return json.loads(out)
 
-    one, ddp = peak(), peak("--gpus", "4", "--sharding", "ddp")
-    z3 = peak("--gpus", "4", "--sharding", "zero3")
+    one, ddp = peak(), peak("--gpu-count", "4", "--sharding", "ddp")
+    z3 = peak("--gpu-count", "4", "--sharding", "zero3")
     assert z3["device_total_bytes"] < 0.75 * one["device_total_bytes"]
     assert z3["basis"].endswith("+zero3") and z3["inputs"]["gpus"] == 4
     buffers = ddp["breakdown"]["ddp_buckets"] + ddp["breakdown"]["nccl_buffers"]
     assert ddp["peak_allocated_bytes"] == one["peak_allocated_bytes"] + ddp["breakdown"]["ddp_buckets"]
     assert one["device_total_bytes"] + buffers <= ddp["device_total_bytes"] <= 1.2 * (one["device_total_bytes"] + buffers)
     code, _, err = run_cli("estimate", "--model", "llama-2-7b", "--method", "full", "--micro-batch", "1",
-                           "--seq-len", "128", "--gpus", "2", "--offload")
+                           "--seq-len", "128", "--gpu-count", "2", "--offload")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--offload" in err
 
 
@@ -69,7 +69,7 @@ def test_gpu_adds_the_step_time_the_planner_uses(run_cli, tiny_cfg, tmp_path):
     assert one["gpu"] == "A100-80GB" and one["gpus"] == 1 and one["grad_accum"] == 4
     assert sum(one["parts"].values()) == pytest.approx(one["step_seconds"], rel=1e-4)
     assert one["tokens_per_s"] == pytest.approx(2 * 64 * 4 / one["step_seconds"], rel=1e-6)
-    code, out, err = run_cli(*base, "--gpu", "A100-80GB", "--grad-accum", "4", "--gpus", "2")
+    code, out, err = run_cli(*base, "--gpu", "A100-80GB", "--grad-accum", "4", "--gpu-count", "2")
     two = json.loads(out)["time"]
     assert code == 0 and two["gpus"] == 2 and one["tokens_per_s"] < two["tokens_per_s"] <= 2 * one["tokens_per_s"]
     code, _, err = run_cli(*base, "--gpu", "NoSuchGPU")

@@ -6,7 +6,7 @@ import json
 
 
 def test_plan_shows_price_ages_and_which_prices_it_used(run_cli, tiny_model_dir):
-    args = ("plan", str(tiny_model_dir), "--tokens", "100000", "--gpus", "T4", "--seq-len", "128", "--json")
+    args = ("plan", str(tiny_model_dir), "--tokens", "100000", "--gpu", "T4", "--seq-len", "128", "--json")
     code, out, err = run_cli(*args)
     assert code == 0, err
     notes = json.loads(out)["notes"]

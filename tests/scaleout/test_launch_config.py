@@ -119,9 +119,9 @@ def test_a_childs_exit_code_survives_the_launcher(tmp_path):
 
 
 def test_train_gpus_without_gpus_is_one_line(run_cli, tmp_path):
-    code, _, err = run_cli("train", "--gpus", "2", "--model", "m", "--data", "d.jsonl", "-o", str(tmp_path / "o"))
-    assert code == 2 and "--gpus 2" in err and len(err.strip().splitlines()) == 1
-    code, _, err = run_cli("train", "--gpus", "2", "--on-finish", "explode", "--model", "m", "--data", "d.jsonl")
+    code, _, err = run_cli("train", "--gpu-count", "2", "--model", "m", "--data", "d.jsonl", "-o", str(tmp_path / "o"))
+    assert code == 2 and "--gpu-count 2" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli("train", "--gpu-count", "2", "--on-finish", "explode", "--model", "m", "--data", "d.jsonl")
     assert code == 2 and "--on-finish" in err and len(err.strip().splitlines()) == 1
 
 

@@ -1,4 +1,4 @@
-"""`cheaptune train --gpus 2 --device cpu` relaunches itself as two processes (torchrun, gloo) that train
+"""`cheaptune train --gpu-count 2 --device cpu` relaunches itself as two processes (torchrun, gloo) that train
 LoRA on the tiny model: checkpoint, get SIGKILLed, resume with --resume auto, and end bit-identical to an
 uninterrupted two-process run."""
 
@@ -26,7 +26,7 @@ def _rows(n: int) -> str:
 
 
 def _torchrun(model: Path, data: Path, out: Path, log: Path, **env: str) -> int:
-    args = [sys.executable, "-m", "cheaptune", "train", "--gpus", "2", "--sharding", "ddp", "--model", str(model), "--data", str(data), "-o", str(out), "--method", "lora",
+    args = [sys.executable, "-m", "cheaptune", "train", "--gpu-count", "2", "--sharding", "ddp", "--model", str(model), "--data", str(data), "-o", str(out), "--method", "lora",
             "--max-steps", str(STEPS), "--save-steps", "2", "--seq-len", "64", "--micro-batch", "1",
             "--grad-accum", "2", "--device", "cpu", "--resume", "auto"]
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",

@@ -6,11 +6,13 @@ from pathlib import Path
 
 import typer
 
+from cheaptune.cli.vocab import Spot, spot_flag, spot_option
+
 
 def doctor_command(
     config: Path = typer.Argument(..., help="Training config YAML (Axolotl keys or HF aliases)."),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU it will run on (enables memory and bf16 checks)."),
-    spot: bool | None = typer.Option(None, "--spot/--on-demand", help="Whether it runs on spot (default: from spot_notice)."),
+    spot: Spot = spot_option("from the config's spot_notice"),
     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
 ) -> None:
     """Check a training config against the guide's common mistakes; prints one line of advice per finding."""
@@ -31,7 +33,7 @@ def doctor_command(
             from cheaptune.plan.sources import real_fit
 
             fit = real_fit(resolve_model(cfg.base_model), cfg.sequence_len, 0.10, cfg.lora_r)
-    findings = run_checks(facts_from_config(cfg, spec, spot, fit))
+    findings = run_checks(facts_from_config(cfg, spec, spot_flag(spot), fit))
     if as_json:
         from cheaptune.cli.output import emit_json
 

@@ -92,11 +92,12 @@ def register(app: typer.Typer) -> None:
                                     "axolotl, llama-factory, litgpt, torchtune."),
         config: str = typer.Option(None, "--config", help="An Axolotl, LLaMA-Factory or litgpt YAML config to estimate."),
         gpu: str = typer.Option(None, "--gpu", help="GPU to time the step on: adds the step time and tokens/s."),
-        gpus: int = typer.Option(1, "--gpus", callback=bounded(1, 4096), help="Data-parallel GPUs (per node with --nodes); the estimate is per GPU."),
-        nodes: int = typer.Option(1, "--nodes", callback=bounded(1, 1024), help="Nodes of --gpus GPUs each (with --gpu)."),
+        gpu_count: int = typer.Option(1, "--gpu-count", callback=bounded(1, 4096),
+                                      help="Data-parallel GPUs (per node with --nodes); the estimate is per GPU."),
+        nodes: int = typer.Option(1, "--nodes", callback=bounded(1, 1024), help="Nodes of --gpu-count GPUs each (with --gpu)."),
         grad_accum: int = typer.Option(1, "--grad-accum", callback=bounded(1, 10**6), help="Micro-steps per optimizer step (with --gpu)."),
         sharding: str = typer.Option(None, "--sharding",
-                                     help="ddp (default with --gpus > 1), fsdp, zero2, zero3: how model state is split."),
+                                     help="ddp (default with --gpu-count > 1), fsdp, zero2, zero3: how model state is split."),
         offload: bool = typer.Option(False, "--offload", help="fsdp/zero: keep sharded model state in host RAM."),
         allow_long_context: bool = typer.Option(False, "--allow-long-context",
                                                 help="Allow --seq-len beyond the model's context length."),
@@ -106,7 +107,7 @@ def register(app: typer.Typer) -> None:
         no_calibration: bool = typer.Option(False, "--no-calibration",
                                             help="Ignore the per-GPU memory factors of `cheaptune calibrate`."),
     ) -> None:
-        """Predict peak GPU memory of a training step by simulating it on fake tensors (per GPU with --gpus N)."""
+        """Predict peak GPU memory of a training step by simulating it on fake tensors (per GPU with --gpu-count N)."""
         from cheaptune.estimate.memory import estimate_memory
         from cheaptune.plan.foreign_config import request_for
 
@@ -114,7 +115,7 @@ def register(app: typer.Typer) -> None:
             config, trainer,
             dict(model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision,
                  quant=quant, loss=loss, lora_targets=lora_targets),
-            dict(lora_r=lora_r, lora_alpha=lora_alpha, grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpus * nodes,
+            dict(lora_r=lora_r, lora_alpha=lora_alpha, grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpu_count * nodes,
                  sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim),
         )
         est = estimate_memory(req)
@@ -123,7 +124,7 @@ def register(app: typer.Typer) -> None:
             from cheaptune.catalog.gpus import resolve_gpu
             from cheaptune.estimate.throughput import step_time_for
 
-            timed = step_time_for(req, est.trainable_params, resolve_gpu(gpu), gpus, nodes, grad_accum)
+            timed = step_time_for(req, est.trainable_params, resolve_gpu(gpu), gpu_count, nodes, grad_accum)
         if as_json:
             import dataclasses
 

@@ -6,6 +6,11 @@ from pathlib import Path
 
 import typer
 
+from cheaptune.cli.checks import bounded
+from cheaptune.cli.vocab import Spot, spot_flag, spot_option
+
+GB_PER_GIB = 2**30 / 1e9  # SkyPilot sizes disks in GB
+
 
 def register(app: typer.Typer) -> None:
     app.command("launch")(launch)
@@ -22,9 +27,9 @@ def launch(
     gpu_count: int = typer.Option(None, "--gpu-count", help="Override the plan's GPU count."),
     provider: str = typer.Option(None, "--provider", help="Override the plan's provider (alternatives are dropped)."),
     region: str = typer.Option(None, "--region", help="Override the plan's region."),
-    spot: bool = typer.Option(None, "--spot/--on-demand", help="Override spot or on-demand."),
+    spot: Spot = spot_option("as the plan says"),
     model: str = typer.Option(None, "--model", help="Override the plan's model."),
-    dataset: str = typer.Option(None, "--dataset", help="Override the plan's dataset file."),
+    data: str = typer.Option(None, "--data", help="Override the plan's dataset file."),
     budget: float = typer.Option(None, "--budget", help="Override the plan's budget (USD)."),
     margin: float = typer.Option(0.10, "--margin", help="Fail over to offers within this fraction of the best total cost."),
     checkpoint_dir: str = typer.Option(None, "--checkpoint-dir", help="Remote checkpoint folder (the bucket mount)."),
@@ -36,7 +41,8 @@ def launch(
     install: str = typer.Option(None, "--install", help="pip spec or local wheel/folder for cheaptune on the machine "
                                 "(default: a wheel of this cheaptune, or its version from the index it came from)."),
     index_url: str = typer.Option(None, "--index-url", help="Package index the machine installs from (with --install)."),
-    disk_gb: int = typer.Option(None, "--disk-gb", help="Disk size in GB (default: from model, dataset, checkpoints)."),
+    disk_gib: int = typer.Option(None, "--disk-gib", callback=bounded(15, 10**5),
+                                 help="Disk size in GiB (default: from model, dataset, checkpoints)."),
     max_hourly_cost: float = typer.Option(None, "--max-hourly-cost", help="Cap SkyPilot's instance price (USD/h)."),
     status: bool = typer.Option(False, "--status", help="Show managed jobs (or the job given with --job)."),
     cancel: int = typer.Option(None, "--cancel", help="Cancel this managed job id."),
@@ -47,6 +53,8 @@ def launch(
 
     Exit codes: 0 launched, 2 bad input or no cloud enabled (run `sky check`), 3 over budget.
     """
+    import math
+
     from cheaptune.cli.output import emit_json
     from cheaptune.errors import BadInput
     from cheaptune.launch.backend import SkyBackend
@@ -75,12 +83,12 @@ def launch(
     from cheaptune.plan.planfile import load
 
     plan_obj = apply_overrides(load(plan), gpu=gpu, gpu_count=gpu_count, provider=provider, region=region,
-                               spot=spot, model=model, dataset=dataset, budget=budget)
+                               spot=spot_flag(spot), model=model, dataset=data, budget=budget)
     opts = LaunchOptions(
         mode="cluster" if cluster else "job", name=name, cluster=cluster, config=config,
         checkpoint_dir=checkpoint_dir or DEFAULT_CHECKPOINT_DIR, bucket=bucket, bucket_mode=bucket_mode,
         margin=margin, secrets=tuple(secret) if secret else DEFAULT_SECRETS, idle_minutes=idle_minutes,
-        max_restarts_on_errors=max_restarts, install=install, index_url=index_url, disk_gb=disk_gb, max_hourly_cost=max_hourly_cost,
+        max_restarts_on_errors=max_restarts, install=install, index_url=index_url, disk_gb=None if disk_gib is None else math.ceil(disk_gib * GB_PER_GIB), max_hourly_cost=max_hourly_cost,
     )
     if dry_run:
         prep = launcher.prepare(plan_obj, opts, backend, out)

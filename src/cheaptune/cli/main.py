@@ -10,11 +10,19 @@ import typer
 
 import cheaptune
 import cheaptune.cli as cli_pkg
+from cheaptune.cli.vocab import VocabGroup
 from cheaptune.errors import CheaptuneError
+
+START_HERE = """Fine-tune LLMs as cheaply as possible: plan, estimate, train, launch, report.
+
+Start here: `cheaptune plan MODEL --data data.jsonl --budget 20 --save plan.yaml` ranks the cheapest ways;
+then `cheaptune train --plan plan.yaml` runs it here, or `cheaptune launch plan.yaml` on a rented GPU."""
 
 app = typer.Typer(
     name="cheaptune",
-    help="Fine-tune LLMs as cheaply as possible: plan, estimate, train, launch, report.",
+    help=START_HERE,
+    cls=VocabGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -29,15 +37,21 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
-    """Fine-tune LLMs as cheaply as possible."""
+    pass
+
+
+@app.command("version")
+def version_command() -> None:
+    """Print cheaptune's version."""
+    _version(True)
 
 
 def command_modules() -> list[str]:
     """Every module of cheaptune.cli that registers commands (discovered, not listed by hand)."""
     return sorted(
-        m.name for m in pkgutil.iter_modules(cli_pkg.__path__) if m.name not in {"main", "output", "checks"}
+        m.name for m in pkgutil.iter_modules(cli_pkg.__path__) if m.name not in {"main", "output", "checks", "vocab"}
     )
 
 

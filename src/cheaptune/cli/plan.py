@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from cheaptune.cli.checks import bounded
+from cheaptune.cli.vocab import Spot, spot_option
 
 
 def _csv(value: str | None) -> tuple[str, ...]:
@@ -16,8 +17,9 @@ def _csv(value: str | None) -> tuple[str, ...]:
 def plan_command(
     model_arg: str | None = typer.Argument(None, metavar="MODEL",
                                            help="Model: catalog name, hub id, config.json or local model folder."),
-    dataset: Path | None = typer.Argument(None, help="Dataset file (JSONL/CSV/Parquet); or use --tokens / --examples."),
+    dataset: Path | None = typer.Argument(None, metavar="DATA", help="Same as --data (kept as an alias)."),
     model_opt: str | None = typer.Option(None, "--model", help="The model, instead of the positional MODEL."),
+    data: Path | None = typer.Option(None, "--data", help="Dataset file (JSONL/CSV/Parquet); or use --tokens / --examples."),
     tokens: float | None = typer.Option(None, "--tokens", callback=bounded(1, 1e15), help="Training tokens per epoch, e.g. 2e7 (instead of a dataset)."),
     examples: float | None = typer.Option(None, "--examples", callback=bounded(1, 1e12), help="Number of examples (with --avg-tokens)."),
     avg_tokens: int | None = typer.Option(None, "--avg-tokens", callback=bounded(1, 10**7), help="Average tokens per example (default 512)."),
@@ -34,8 +36,8 @@ def plan_command(
     deadline: float | None = typer.Option(None, "--deadline", callback=bounded(0, 1e6, above=True), help="Latest finish, hours from launch."),
     providers: str | None = typer.Option(None, "--providers", help="Only these providers (comma list)."),
     exclude_providers: str | None = typer.Option(None, "--exclude-providers", help="Never these providers."),
-    gpus: str | None = typer.Option(None, "--gpus", help="Only these GPUs (comma list of catalog names)."),
-    spot: str = typer.Option("auto", "--spot", help="auto (compare), only, never."),
+    gpu: list[str] | None = typer.Option(None, "--gpu", help="Only these GPUs (repeatable or a comma list; any spelling)."),
+    spot: Spot = spot_option("compare both"),
     community: bool = typer.Option(True, "--community/--no-community", help="Allow community-cloud hosts."),
     max_gpus: int = typer.Option(8, "--max-gpus", callback=bounded(1, 4096), help="Most GPUs in all (per node x nodes); several GPUs are tried "
                                  "only when a method fits no single GPU, misses --deadline, or with --objective time."),
@@ -67,6 +69,10 @@ def plan_command(
     if (model_opt is not None or config is not None) and model_arg is not None and dataset is None \
             and Path(model_arg).is_file():
         model_arg, dataset = None, Path(model_arg)  # `plan --model M data.jsonl`: the one positional is the data
+    if data is not None:
+        if dataset is not None:
+            raise BadInput("give the dataset once: `--data PATH` or the positional DATA, not both")
+        dataset = data
     foreign = None
     if config is not None:
         from cheaptune.plan.config_run import read_run
@@ -93,7 +99,7 @@ def plan_command(
         methods=parse_methods(method or "auto"), budget_usd=budget, deadline_hours=deadline,
         providers=_csv(providers), exclude_providers=_csv(exclude_providers), spot=spot.lower(), community=community,
         max_gpus=1 if foreign else max_gpus, headroom=headroom, objective=objective.lower(), top=top, lora_r=lora_r,
-        gpus=tuple(resolve_gpu(g).name for g in _csv(gpus)),
+        gpus=tuple(resolve_gpu(g).name for g in _csv(",".join(gpu or ()))),
     ).validate()
     spec = resolve_model(model)
     context = spec.config.get("max_position_embeddings")

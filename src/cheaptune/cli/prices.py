@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from cheaptune.cli.vocab import Spot, spot_flag, spot_option
+
 prices_app = typer.Typer(help="GPU offers (price per hour) from the bundled snapshot, the live cache, SkyPilot and your CSV.")
 
 
@@ -30,7 +32,7 @@ def prices(
     gpu: str | None = typer.Option(None, "--gpu", help="GPU name in any spelling (H100, A100-80GB, 'RTX 4090')."),
     provider: str | None = typer.Option(None, "--provider", help="Only this provider (aws, gcp, runpod, vast...)."),
     min_memory: float | None = typer.Option(None, "--min-memory", help="Minimum GPU memory in GiB."),
-    spot: bool | None = typer.Option(None, "--spot/--on-demand", help="Only spot, or only non-spot offers."),
+    spot: Spot = spot_option("both"),
     community: bool | None = typer.Option(None, "--community/--no-community", help="Only or no community-cloud offers."),
     max_price: float | None = typer.Option(None, "--max-price", help="Maximum $ per instance-hour."),
     sort: str = typer.Option("price", "--sort", help="price | gpu | provider | memory."),
@@ -43,8 +45,8 @@ def prices(
         return
     from cheaptune.catalog.prices import active_sources, cheapest_per_gpu, filter_offers, load_offers
 
-    offers = filter_offers(load_offers(), gpu=gpu, provider=provider, min_memory_gib=min_memory, spot=spot,
-                           community=community, max_price=max_price, sort=sort)
+    offers = filter_offers(load_offers(), gpu=gpu, provider=provider, min_memory_gib=min_memory,
+                           community=community, max_price=max_price, sort=sort, spot=spot_flag(spot))
     if group_by_gpu:
         offers = cheapest_per_gpu(offers)
     total = len(offers)
@@ -99,7 +101,7 @@ def import_skypilot(
 
 @prices_app.command("refresh")
 def refresh(json_out: bool = typer.Option(False, "--json", help="Print JSON instead of text.")) -> None:
-    """Fetch current offers through gpuhunt into a dated cache that `plan` then prefers (needs `.[live]`)."""
+    """Fetch current offers through gpuhunt into a dated cache that `plan` then prefers (needs the `live` extra installed)."""
     from cheaptune.catalog.live import refresh as fetch_and_cache
     from cheaptune.catalog.sources.live_cache import cache_dir
 

@@ -63,8 +63,9 @@ def train(
     spot_notice: str = typer.Option(None, "--spot-notice", help="Poll spot notices: none | aws | gcp | azure."),
     device: str = typer.Option(None, "--device", help="auto | cpu | cuda."),
     precision: str = typer.Option(None, "--precision", help="bf16-true | bf16-mixed | fp16-mixed | fp32 (default: per method)."),
-    gpus: int = typer.Option(None, "--gpus", callback=bounded(1, 4096), help="GPUs on this machine (default: the plan's, else 1); > 1 relaunches under accelerate."),
-    sharding: str = typer.Option(None, "--sharding", help="With --gpus > 1: ddp | fsdp | zero2 | zero3 (default: the plan's, else ddp)."),
+    gpus: int = typer.Option(None, "--gpu-count", callback=bounded(1, 4096),
+                             help="GPUs on this machine (default: the plan's, else 1); > 1 relaunches under accelerate."),
+    sharding: str = typer.Option(None, "--sharding", help="With --gpu-count > 1: ddp | fsdp | zero2 | zero3 (default: the plan's, else ddp)."),
     report_to: str = typer.Option(None, "--report-to", help="tensorboard,wandb,mlflow or none (default: tensorboard when installed)."),
     eval_after: bool = typer.Option(None, "--eval-after/--no-eval-after", help="Score tuned vs base on held-out data at the end."),
     on_finish: str = typer.Option(None, "--on-finish", help="After the run: nothing | stop | terminate."),
@@ -96,7 +97,7 @@ def train(
 
     gpus, sharding = _gpus_and_sharding(plan, gpus, sharding)
     if gpus < 1:
-        raise BadInput(f"--gpus must be >= 1 (got {gpus})")
+        raise BadInput(f"--gpu-count must be >= 1 (got {gpus})")
     child = is_child()
     world = int(os.environ.get("WORLD_SIZE", "1")) if child else gpus
 

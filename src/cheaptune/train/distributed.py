@@ -1,4 +1,4 @@
-"""`cheaptune train --gpus N`: relaunch the same command under accelerate (DDP, FSDP or DeepSpeed).
+"""`cheaptune train --gpu-count N`: relaunch the same command under accelerate (DDP, FSDP or DeepSpeed).
 
 We write no distributed runtime: accelerate launches the processes and wraps the model as its config
 says, HF Trainer saves and resumes sharded state, SkyPilot provides the nodes. What we add: the
@@ -168,7 +168,7 @@ def launch_argv(train_args: Sequence[str], gpus: int, sharding: str, output_dir:
     sharding, _, offload = sharding.partition("+")  # the planner writes "fsdp+offload"
     if sharding not in DISTRIBUTED_TYPE or offload not in ("", "offload"):
         raise BadInput(f"--sharding {asked!r} is not one of {', '.join(DISTRIBUTED_TYPE)} (optionally +offload)")
-    args = strip_option(strip_option(train_args, "--gpus"), "--sharding")
+    args = strip_option(strip_option(strip_option(train_args, "--gpu-count"), "--gpus"), "--sharding")
     nodes = Nodes(gpus_per_node=gpus, port=free_port())
     if device == "cpu":
         if sharding != "ddp":
@@ -178,7 +178,8 @@ def launch_argv(train_args: Sequence[str], gpus: int, sharding: str, output_dir:
 
     have = torch.cuda.device_count()
     if have < gpus:
-        raise BadInput(f"--gpus {gpus}: this machine has {have} CUDA GPU(s); lower --gpus or use a bigger instance")
+        raise BadInput(f"--gpu-count {gpus}: this machine has {have} CUDA GPU(s); lower --gpu-count or use a bigger "
+                       "instance")
     config = accelerate_config(sharding, nodes, offload=bool(offload))
     return accelerate_argv(write_accelerate_config(output_dir, config), args)
 

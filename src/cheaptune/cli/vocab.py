@@ -1,0 +1,118 @@
+"""One vocabulary across commands: flags that mean the same everywhere, the old spellings, the help's shape.
+
+Old spellings are rewritten to the new ones before click parses (with one deprecation line on stderr),
+so each command declares only the new flag and reads one parameter. The README's vocabulary table is
+the user's copy of these facts; tests/cli/test_vocabulary.py holds the two together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import typer
+from typer.core import TyperGroup
+
+SPOT_CHOICES = ("auto", "only", "never")
+Spot = Literal["auto", "only", "never"]  # annotate a `spot_option()` parameter with this
+
+# command -> old flag -> new flag; the old spellings go in the release after 0.x (see the README table).
+RENAMED: dict[str, dict[str, str]] = {
+    "plan": {"--gpus": "--gpu"},
+    "estimate": {"--gpus": "--gpu-count"},
+    "train": {"--gpus": "--gpu-count"},
+    "launch": {"--dataset": "--data", "--disk-gb": "--disk-gib"},
+}
+SPOT_WAS_SWITCH = ("launch", "doctor", "prices")  # `--spot` alone and `--on-demand` were switches here
+
+# The order `cheaptune --help` lists commands in: the order a new user needs them.
+WORKFLOW = ("plan", "estimate", "doctor", "train", "launch", "runs", "report", "compare", "prices", "gpus",
+            "models", "eval", "export", "calibrate", "version")
+
+EXIT_MEANINGS = {0: "done", 2: "bad input (one line on stderr says what to fix)", 3: "nothing feasible or over budget",
+                 10: "stopped at the budget or time cap (resumable)", 11: "out of GPU memory after every fallback "
+                 "(a larger GPU resumes it)", 143: "preempted or interrupted (run again to resume)"}
+# The codes each command can end with (errors.py maps exceptions to them); the rest: 0 and 2.
+EXIT_CODES: dict[str, tuple[int, ...]] = {"plan": (0, 2, 3), "launch": (0, 2, 3), "train": (0, 2, 3, 10, 11, 143),
+                                          "version": (0,)}
+
+
+def spot_option(help_auto: str) -> Any:
+    """`--spot auto|only|never`, the same flag in every command; `help_auto` says what auto means there."""
+    return typer.Option("auto", "--spot", case_sensitive=False,
+                        help=f"only: spot offers; never: on-demand; auto: {help_auto}.")
+
+
+def spot_flag(value: str) -> bool | None:
+    """auto -> None (decided elsewhere), only -> True, never -> False."""
+    return {"auto": None, "only": True, "never": False}[value.lower()]
+
+
+def modernize(command: str, args: Sequence[str]) -> list[str]:
+    """`args` with old spellings replaced by the new ones, a deprecation line on stderr for each."""
+    renamed, out = RENAMED.get(command, {}), []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return out + list(args[i:])
+        flag, eq, value = arg.partition("=")
+        if flag in renamed:
+            out.append(renamed[flag] + eq + value)
+            _deprecated(command, flag, renamed[flag])
+        elif command in SPOT_WAS_SWITCH and arg == "--on-demand":
+            out += ["--spot", "never"]
+            _deprecated(command, arg, "--spot never")
+        elif command in SPOT_WAS_SWITCH and arg == "--spot" and (
+                i + 1 == len(args) or args[i + 1].lower() not in SPOT_CHOICES):
+            out += ["--spot", "only"]
+            _deprecated(command, "--spot (as a switch)", "--spot only")
+        else:
+            out.append(arg)
+    return out
+
+
+def _deprecated(command: str, old: str, new: str) -> None:
+    typer.echo(f"note: `cheaptune {command} {old}` is deprecated and goes in the next release; use {new}", err=True)
+
+
+def exit_epilog(command: str) -> str:
+    """'Exit codes: 0 done, 2 bad input ...' for one command's help."""
+    return "Exit codes: " + "; ".join(f"{c} {EXIT_MEANINGS[c]}" for c in EXIT_CODES.get(command, (0, 2))) + "."
+
+
+def polish(cmd: Any, name: str, ctx: typer.Context) -> Any:
+    """Readable metavars (a flag shows none, not `<bool>`) and the exit codes in the help, recursively."""
+    helper = cmd.get_help_option(ctx)
+    for p in [*cmd.params, *([helper] if helper else [])]:
+        if getattr(p, "param_type_name", "") == "option" and p.metavar is None:
+            label = "" if p.is_flag else p.display_type(ctx).strip("<>").removesuffix(" range")
+            p.metavar = label if "|" in label else READABLE.get(label, label.upper())
+    if cmd.epilog is None and "Exit codes" not in (cmd.help or ""):  # train and launch say theirs in full
+        cmd.epilog = exit_epilog(name)
+    for sub in getattr(cmd, "commands", {}).values():
+        polish(sub, name, ctx)  # a group's subcommands end with the group's codes
+    return cmd
+
+
+READABLE = {"": "", "int": "N", "float": "NUMBER", "str": "TEXT", "path": "PATH", "list[str]": "TEXT"}
+
+
+class VocabGroup(TyperGroup):
+    """The root group: commands in workflow order, old spellings rewritten, help polished."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {n: i for i, n in enumerate(WORKFLOW)}
+        return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+        cmd = super().get_command(ctx, cmd_name)
+        return None if cmd is None else polish(cmd, cmd_name, ctx)
+
+    def format_help(self, ctx: typer.Context, formatter: Any) -> None:
+        self.epilog = self.epilog or "Exit codes: " + "; ".join(f"{c} {m}" for c, m in EXIT_MEANINGS.items()) + "."
+        polish(self, "", ctx)
+        super().format_help(ctx, formatter)
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]):  # noqa: ANN201 - click's signature
+        name, cmd, rest = super().resolve_command(ctx, args)
+        return name, cmd, modernize(name, rest) if name else rest
