@@ -63,3 +63,17 @@ def test_sample_scales_and_is_not_exact(jsonl, tiny_model_dir):
 def test_bad_tokenizer_path(jsonl, tmp_path):
     with pytest.raises(BadInput, match="cannot load a tokenizer"):
         count_tokens(jsonl(TEXT), tokenizer=tmp_path / "nothing")
+
+
+def test_a_preference_pair_counts_both_rows_of_the_concatenated_forward(jsonl, tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    pair = {"prompt": "Say hi.", "chosen": " Hello there!", "rejected": " No."}
+    est = count_tokens(jsonl([pair]), objective="dpo")
+    assert est.examples == 1 and est.tokens == round((7 + 13 + 7 + 3) / 4) and "per pair" in est.method
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    got = count_tokens(jsonl([pair] * 3), tokenizer=tok, objective="orpo")
+    want = sum(len(tok(pair["prompt"] + pair[s])["input_ids"]) for s in ("chosen", "rejected"))
+    assert got.exact and got.examples == 3 and got.tokens == 3 * want and got.lengths == (want,) * 3
+    with pytest.raises(BadInput):
+        count_tokens(jsonl([{"text": "not a pair"}]), objective="dpo")

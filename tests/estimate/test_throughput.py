@@ -132,3 +132,21 @@ def test_shape_from_config_and_bad_config():
 def test_unknown_method_is_bad_input():
     with pytest.raises(BadInput, match="method"):
         tp.step_time(job(method="magic"), A100)
+
+
+def test_dpo_adds_one_reference_forward_per_token_and_precomputing_spreads_it_over_the_epochs():
+    assert tp.reference_passes("orpo") == tp.reference_passes("sft") == 0.0
+    assert tp.reference_passes("dpo") == 1.0 and tp.reference_passes("dpo", True, epochs=4) == 0.25
+    sft = tp.flops_per_token(LLAMA_8B, "lora", 2048, grad_ckpt=False)
+    dpo = tp.flops_per_token(LLAMA_8B, "lora", 2048, grad_ckpt=False, reference=1.0)
+    assert dpo.total - sft.total == pytest.approx(sft.forward)  # the reference has no adapter FLOPs to speak of
+    assert dpo.total / sft.total == pytest.approx(1.5, rel=0.02)  # 6N vs 4N for LoRA (8N vs 6N for full)
+
+
+def test_a_preference_micro_step_runs_two_rows_per_pair():
+    sft = tp.step_time(tp.Job(LLAMA_8B, "lora", 1024, 2), A100)
+    orpo = tp.step_time(tp.Job(LLAMA_8B, "lora", 1024, 2, objective="orpo"), A100)
+    dpo = tp.step_time(tp.Job(LLAMA_8B, "lora", 1024, 2, objective="dpo", reference=1.0), A100)
+    assert orpo.parts["compute"] > 1.9 * sft.parts["compute"]  # twice the tokens (better matmul efficiency)
+    assert dpo.tokens_per_s < orpo.tokens_per_s < 1.2 * sft.tokens_per_s
+    assert dpo.flops_per_token / orpo.flops_per_token == pytest.approx(1.5, rel=0.02)

@@ -79,13 +79,27 @@ def _exact_rows(rows: list[dict[str, Any]], tok: Any) -> list[int]:
     return [len(ids) for ids in tok(texts, add_special_tokens=special)["input_ids"]]
 
 
+def _sides(pair: dict[str, Any]) -> list[dict[str, Any]]:
+    """A preference pair as the two rows trl's concatenated forward runs: prompt + chosen, prompt + rejected."""
+    return [{"prompt": pair["prompt"], "completion": pair[side]} for side in ("chosen", "rejected")]
+
+
+def _per_pair(lengths: list[float]) -> list[float]:
+    return [a + b for a, b in zip(lengths[::2], lengths[1::2], strict=True)]
+
+
 def count_tokens(path: str | os.PathLike, tokenizer: Any = None, fmt: str = "auto", sample: int | None = None,
-                 skip_bad_rows: bool = False) -> TokenCount:
+                 skip_bad_rows: bool = False, objective: str = "sft") -> TokenCount:
     """Tokens in one pass over the dataset (one epoch). `tokenizer` is a tokenizer or a local model folder;
-    `sample` counts that many rows spread evenly over the file and scales up (then never exact)."""
+    `sample` counts that many rows spread evenly over the file and scales up (then never exact).
+
+    For dpo/orpo a pair counts prompt + chosen + prompt + rejected: the prompt is in both rows of trl's
+    concatenated forward, which is also what the trainer's token counter (tokens/s, the probe) counts."""
+    from datasets import Dataset
+
     from cheaptune.data.load import load_dataset_rows
 
-    ds = load_dataset_rows(path, fmt=fmt, skip_bad_rows=skip_bad_rows).dataset
+    ds = load_dataset_rows(path, fmt=fmt, skip_bad_rows=skip_bad_rows, objective=objective).dataset
     n = len(ds)
     if sample is not None and sample < 1:
         raise BadInput(f"sample must be at least 1 row; got {sample}")
@@ -94,18 +108,23 @@ def count_tokens(path: str | os.PathLike, tokenizer: Any = None, fmt: str = "aut
         step = n / sample
         ds = ds.select(sorted({int(i * step) for i in range(sample)}))
     scale = n / len(ds)
+    pairs = objective != "sft"
+    rows = Dataset.from_list([side for pair in ds for side in _sides(pair)]) if pairs else ds
     if tokenizer is None:
         c = _estimate_constants()
-        lengths = [_estimate_row(r, c["chars_per_token"], c["template_tokens_per_turn"]) for r in ds]
+        lengths = [_estimate_row(r, c["chars_per_token"], c["template_tokens_per_turn"]) for r in rows]
         method = (f"estimate: characters / {c['chars_per_token']:g} per token + {c['template_tokens_per_turn']} "
                   f"template tokens per turn (rule of thumb from {c['cite']})")
         exact = False
     else:
         tok = _load_tokenizer(tokenizer)
-        lengths = [n for i in range(0, len(ds), BATCH)
-                   for n in _exact_rows(list(ds.select(range(i, min(i + BATCH, len(ds))))), tok)]
+        lengths = [n for i in range(0, len(rows), BATCH)
+                   for n in _exact_rows(list(rows.select(range(i, min(i + BATCH, len(rows))))), tok)]
         method = f"tokenizer {getattr(tok, 'name_or_path', '') or type(tok).__name__}"
         exact = not sampled
+    if pairs:
+        lengths = _per_pair(lengths)
+        method += ", per pair: prompt + chosen + prompt + rejected"
     if sampled:
         method += f", {len(ds)} of {n} rows sampled and scaled"
     seen: set[str] = set()

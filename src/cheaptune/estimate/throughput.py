@@ -69,10 +69,11 @@ class FlopsPerToken:
     backward_weights: float
     recompute: float
     attention: float  # the part of the total spent in attention (no weights), all passes
+    reference: float = 0.0  # DPO's reference forward (reference_passes)
 
     @property
     def total(self) -> float:
-        return self.forward + self.backward_activations + self.backward_weights + self.recompute
+        return self.forward + self.backward_activations + self.backward_weights + self.recompute + self.reference
 
     @property
     def model(self) -> float:
@@ -80,11 +81,28 @@ class FlopsPerToken:
         return self.total - self.recompute
 
 
+def reference_passes(objective: str, precompute_ref: bool = False, epochs: float = 1.0) -> float:
+    """Reference forwards per trained token.
+
+    DPO scores every row (chosen and rejected) with the reference model: one forward of the frozen weights
+    under no_grad (for PEFT the base with adapters disabled, so no adapter FLOPs), with no backward and
+    no checkpoint recompute, once per row per epoch: a factor 1. Precomputed (trl's
+    precompute_ref_log_probs), that forward runs once over the data before training, so per trained token
+    it is 1/epochs of a forward (more than one below an epoch: the whole set is scored). ORPO's odds ratio
+    and SFT use the policy alone: 0. The pair itself needs no factor: its two rows are counted as tokens.
+    """
+    if objective != "dpo":
+        return 0.0
+    return 1.0 / epochs if precompute_ref else 1.0
+
+
 def flops_per_token(
-    shape: ModelShape, method: str, seq_len: int, grad_ckpt: bool, trainable_params: int = 0
+    shape: ModelShape, method: str, seq_len: int, grad_ckpt: bool, trainable_params: int = 0,
+    reference: float = 0.0,
 ) -> FlopsPerToken:
     """Training FLOPs per token. Backward = input gradients (one forward's matmuls, two of attention's,
-    which has no weights) + weight gradients (one forward's matmuls, only where trainable)."""
+    which has no weights) + weight gradients (one forward's matmuls, only where trainable); `reference`
+    plain forwards of the frozen model on top (reference_passes)."""
     attn = 2 * 2 * seq_len * shape.hidden * shape.layers * CAUSAL_FRACTION
     fwd = 2 * shape.matmul_params + attn
     full = method == "full"
@@ -94,7 +112,8 @@ def flops_per_token(
         backward_activations=2 * shape.matmul_params + 2 * attn + adapters,
         backward_weights=2 * shape.matmul_params if full else adapters,
         recompute=fwd + adapters if grad_ckpt else 0.0,
-        attention=attn * (4 if grad_ckpt else 3),
+        attention=attn * ((4 if grad_ckpt else 3) + reference),
+        reference=reference * fwd,
     )
 
 
@@ -148,6 +167,13 @@ class Job:
     grad_accum: int = 1
     precision: str = "bf16"
     attn: str = "sdpa"
+    objective: str = "sft"  # dpo | orpo: micro_batch counts pairs, each two rows (chosen, rejected)
+    reference: float = 0.0  # reference forwards per token (reference_passes)
+
+    @property
+    def rows(self) -> int:
+        """Sequences per micro-step."""
+        return self.micro_batch * (1 if self.objective == "sft" else 2)
 
 
 @dataclass(frozen=True)
@@ -181,8 +207,8 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     _check(job)
     table = table or load_table()
     layout = layout or scaling.Layout()
-    shape, tokens = job.shape, job.micro_batch * job.seq_len
-    f = flops_per_token(shape, job.method, job.seq_len, job.grad_ckpt, job.trainable_params)
+    shape, tokens = job.shape, job.rows * job.seq_len
+    f = flops_per_token(shape, job.method, job.seq_len, job.grad_ckpt, job.trainable_params, job.reference)
     rate = sustained_rate(gpu, job.precision, table) * matmul_efficiency(tokens, shape.hidden, table)
     attn_eff = _v(table["attention_kernel"][job.attn])
     micro_compute = tokens * ((f.total - f.attention) / rate + f.attention / (rate * attn_eff))
@@ -192,7 +218,7 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     micro_dequant = 0.0
     dq = table["dequant"]
     if job.method == "qlora":
-        passes = dq["passes_forward"] * (2 if job.grad_ckpt else 1) + dq["passes_backward"]
+        passes = dq["passes_forward"] * ((2 if job.grad_ckpt else 1) + job.reference) + dq["passes_backward"]
         micro_dequant = passes * shape.matmul_params * _v(dq["bytes_per_param"]) / bw
     trainable = shape.params if job.method == "full" else job.trainable_params
     weight_bytes = 2.0 if job.precision != "fp32" else 4.0
@@ -220,7 +246,7 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
 
 
 def step_time_for(req: Any, trainable_params: int, gpu: Any, gpus_per_node: int = 1, nodes: int = 1,
-                  grad_accum: int = 1, network: str = "ethernet") -> StepTime:
+                  grad_accum: int = 1, network: str = "ethernet", epochs: float = 1.0) -> StepTime:
     """The step time of an estimate request (estimate.memory.EstimateRequest) on `gpu`: what
     `cheaptune estimate --gpu` prints, with the same model the planner prices with."""
     from cheaptune.catalog.models import count_params
@@ -230,7 +256,8 @@ def step_time_for(req: Any, trainable_params: int, gpu: Any, gpus_per_node: int 
     precision = "fp32" if req.precision == "fp32" else ("bf16" if getattr(gpu, "bf16", False) and
                                                        not (req.precision or "").startswith("fp16") else "fp16")
     job = Job(ModelShape.from_config(cfg, count_params(cfg)), req.method, req.seq_len, req.micro_batch,
-              req.grad_ckpt, trainable_params, grad_accum, precision, req.attn)
+              req.grad_ckpt, trainable_params, grad_accum, precision, req.attn, req.objective,
+              reference_passes(req.objective, req.precompute_ref, epochs))
     gpus = gpus_per_node * nodes
     sharding = (req.sharding or "ddp") if gpus > 1 else None
     return step_time(job, gpu, scaling.Layout(gpus_per_node, nodes, sharding, req.offload, network))
