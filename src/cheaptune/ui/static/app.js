@@ -19,7 +19,7 @@ function plot(id, traces, layout) {
   const el = document.getElementById(id);
   if (!el) return;
   if (typeof Plotly === "undefined") { el.textContent = "charts need plotly: pip install 'cheaptune[ui]'"; return; }
-  Plotly.react(el, traces, Object.assign({margin: {t: 40, r: 20}}, layout), {displaylogo: false, responsive: true});
+  Plotly.react(el, traces, Object.assign({margin: {t: 40, r: 20}}, layout), {displaylogo: false, displayModeBar: false, responsive: true});
 }
 
 async function pollRuns() {
