@@ -13,10 +13,10 @@ import cheaptune.cli as cli_pkg
 from cheaptune.cli.vocab import VocabGroup
 from cheaptune.errors import CheaptuneError
 
-START_HERE = """Fine-tune LLMs as cheaply as possible: plan, estimate, train, launch, report.
-
-Start here: `cheaptune plan MODEL --data data.jsonl --budget 20 --save plan.yaml` ranks the cheapest ways;
-then `cheaptune train --plan plan.yaml` runs it here, or `cheaptune launch plan.yaml` on a rented GPU."""
+START_HERE = (
+    "Fine-tune LLMs as cheaply as possible: plan, estimate, train, launch, report.\n\n"
+    "Start here: `cheaptune plan MODEL --data data.jsonl --budget 20 --save plan.yaml` ranks the cheapest ways.\n\n"
+    "Then: `cheaptune train --plan plan.yaml` runs it here, or `cheaptune launch plan.yaml` on a rented GPU.")
 
 app = typer.Typer(
     name="cheaptune",

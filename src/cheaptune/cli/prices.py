@@ -8,7 +8,11 @@ import typer
 
 from cheaptune.cli.vocab import Spot, spot_flag, spot_option
 
-prices_app = typer.Typer(help="GPU offers (price per hour) from the bundled snapshot, the live cache, SkyPilot and your CSV.")
+prices_app = typer.Typer(help=(
+    "GPU offers (price per hour) from the bundled snapshot, the live cache, SkyPilot and your CSV.\n\n"
+    "Your own prices: a CSV with the bundled snapshot's columns at $CHEAPTUNE_PRICES, else prices.csv in "
+    "cheaptune's home ($CHEAPTUNE_HOME, default ~/.cheaptune). A row with the same provider, kind, GPU, count, "
+    "region and instance replaces the bundled one; other rows are added. `plan` uses them too."))
 
 
 def _offer_dict(o) -> dict:

@@ -8,6 +8,7 @@ the user's copy of these facts; tests/cli/test_vocabulary.py holds the two toget
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import typer
@@ -61,13 +62,18 @@ def modernize(command: str, args: Sequence[str]) -> list[str]:
         elif command in SPOT_WAS_SWITCH and arg == "--on-demand":
             out += ["--spot", "never"]
             _deprecated(command, arg, "--spot never")
-        elif command in SPOT_WAS_SWITCH and arg == "--spot" and (
-                i + 1 == len(args) or args[i + 1].lower() not in SPOT_CHOICES):
+        elif command in SPOT_WAS_SWITCH and arg == "--spot" and _switch_follows(args[i + 1:]):
             out += ["--spot", "only"]
             _deprecated(command, "--spot (as a switch)", "--spot only")
         else:
             out.append(arg)
     return out
+
+
+def _switch_follows(rest: Sequence[str]) -> bool:
+    """`--spot` was the old switch when what follows is not its value: nothing, an option, a file or a
+    subcommand (a bad value, like `--spot sometimes`, is left for click to refuse)."""
+    return not rest or rest[0].startswith("-") or Path(rest[0]).exists() or rest[0] in ("refresh", "import-skypilot")
 
 
 def _deprecated(command: str, old: str, new: str) -> None:
