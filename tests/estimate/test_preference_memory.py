@@ -33,3 +33,21 @@ def test_orpo_runs_the_doubled_batch_without_a_reference():
 def test_plan_settings_carry_the_objective():
     s = TrainSettings(method="lora", precision="bf16-mixed", objective="dpo")
     assert s.request("x").objective == "dpo" and TrainSettings(method="lora", precision="fp32").objective == "sft"
+
+
+def test_estimate_cli_takes_the_objective_and_refuses_precompute_without_dpo(run_cli, tmp_path):
+    import json
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(MODEL))
+    common = ("estimate", "--model", str(cfg), "--method", "full", "--micro-batch", "2", "--seq-len", "128",
+              "--precision", "fp32", "--json")
+    code, out, err = run_cli(*common, "--objective", "dpo")
+    assert code == 0, err
+    copy = json.loads(out)
+    code, out, _ = run_cli(*common, "--objective", "dpo", "--precompute-ref")
+    assert copy["breakdown"]["reference_model"] > 0 and "reference_model" not in json.loads(out)["breakdown"]
+    code, _, err = run_cli(*common, "--objective", "orpo", "--precompute-ref")
+    assert code == 2 and "--precompute-ref is for --objective dpo" in err
+    code, _, err = run_cli(*common, "--objective", "kto")
+    assert code == 2 and "--objective 'kto' is not one of sft, dpo, orpo" in err

@@ -87,6 +87,10 @@ def register(app: typer.Typer) -> None:
         grad_ckpt: bool = typer.Option(False, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
         optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adamw-8bit, paged-adamw-8bit, sgd, adafactor."),
         attn: str = typer.Option("sdpa", "--attn", help="sdpa, flash, eager."),
+        objective: str = typer.Option("sft", "--objective", help="sft, dpo, orpo: trl's training step for it "
+                                      "(--micro-batch counts preference pairs)."),
+        precompute_ref: bool = typer.Option(False, "--precompute-ref", help="dpo: reference log-probs computed "
+                                            "before training (no reference copy for full fine-tuning)."),
         loss: str = typer.Option(None, "--loss", help="Override the trainer's loss: trl (chunked LM head), hf (full fp32 logits), chunked."),
         trainer: str = typer.Option(None, "--trainer", help="Whose training step to simulate: cheaptune (default), hf, "
                                     "axolotl, llama-factory, litgpt, torchtune."),
@@ -116,7 +120,8 @@ def register(app: typer.Typer) -> None:
             dict(model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision,
                  quant=quant, loss=loss, lora_targets=lora_targets),
             dict(lora_r=lora_r, lora_alpha=lora_alpha, grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpu_count * nodes,
-                 sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim),
+                 sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
+                 objective=objective.lower(), precompute_ref=precompute_ref),
         )
         est = estimate_memory(req)
         timed = None

@@ -23,6 +23,7 @@ from cheaptune.estimate.policy import (
     INT8_REFUSAL,
     LOSSES,
     METHODS,
+    OBJECTIVES,
     OPTIMIZERS,
     PRECISIONS,
     QUANTS,
@@ -132,6 +133,9 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
     choice(req.optimizer, OPTIMIZERS, "--optimizer")
     choice(req.attn, ATTNS, "--attn")
     choice(loss, LOSSES, "--loss")
+    choice(req.objective, OBJECTIVES, "--objective")
+    if req.precompute_ref and req.objective != "dpo":
+        raise BadInput("--precompute-ref is for --objective dpo (only DPO has a reference model)")
     if req.lora_dropout is not None and not 0 <= req.lora_dropout < 1:
         raise BadInput(f"lora dropout must be in [0, 1) (got {req.lora_dropout})")
     quant = req.quant or DEFAULT_QUANT.get(req.method)

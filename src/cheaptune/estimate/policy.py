@@ -43,6 +43,7 @@ ATTNS = ("sdpa", "flash", "eager")
 # whose loss materialises fp32 logits over the whole vocabulary (for users who train that way).
 # "chunked": logits and cross-entropy chunk by chunk, as litgpt and torchtune do (estimate/profiles.py).
 LOSSES = ("trl", "hf", "chunked")
+OBJECTIVES = ("sft", "dpo", "orpo")  # the trl trainer a run uses: SFTTrainer, DPOTrainer, ORPOTrainer
 
 DEFAULT_PRECISION: dict[str, str] = {
     "full": "bf16-true",

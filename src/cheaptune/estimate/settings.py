@@ -19,7 +19,7 @@ LORA_METHODS = ("lora", "qlora", "dora")
 # The policy's names are the allowed values, so the estimator, the plan file and the trainer share one list.
 _CHOICES = {"method": policy.METHODS, "precision": policy.PRECISIONS, "quant": policy.QUANTS,
             "optimizer": policy.OPTIMIZERS, "attn": policy.ATTNS, "loss": policy.LOSSES, "sharding": SHARDINGS,
-            "objective": ("sft", "dpo", "orpo")}
+            "objective": policy.OBJECTIVES}
 
 
 class TrainSettings(BaseModel):
