@@ -3,6 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
@@ -18,17 +19,23 @@ $(STAMP): requirements/lock.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+# What only the tests and the optional extras need (trackers, lm-eval, browser driver, fuzzing): installed
+# for `make test`, never for `make demo`, so a fresh machine's first demo stays a few minutes.
+$(TEST_STAMP): $(STAMP) requirements/lock-test.txt
+	$(BIN)/python -m pip install -q --no-deps -r requirements/lock-test.txt
+	touch $(TEST_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python -m cheaptune.demo.run
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
 
 # The CLI fuzz test's long random profile (make test runs a small derandomized one).
-fuzz: $(STAMP)
+fuzz: $(TEST_STAMP)
 	HYPOTHESIS_PROFILE=fuzz-long OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests/cli/test_fuzz.py
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests bench
 
 bench: $(STAMP)

@@ -26,9 +26,16 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+LOCKS = ("lock.txt", "lock-test.txt")  # the core set (make demo) and what only tests and extras need
+
+
+def _lines(name: str) -> list[str]:
+    return (ROOT / "requirements" / name).read_text().splitlines()
+
+
 def _locked() -> set[str]:
     names = set()
-    for line in (ROOT / "requirements" / "lock.txt").read_text().splitlines():
+    for line in _lines("lock.txt") + _lines("lock-test.txt"):
         line = line.split("#", 1)[0].strip()
         if line:
             names.add(_norm(Requirement(line).name))
@@ -74,8 +81,14 @@ def test_every_locked_package_is_reachable_from_the_project():
     assert not unreachable, f"locked but needed by nothing the project uses: {sorted(unreachable)}"
 
 
+def test_the_two_locks_do_not_overlap():
+    core = {_norm(Requirement(x.split("#", 1)[0]).name) for x in _lines("lock.txt") if x.split("#", 1)[0].strip()}
+    test = {_norm(Requirement(x.split("#", 1)[0]).name) for x in _lines("lock-test.txt") if x.split("#", 1)[0].strip()}
+    assert not core & test
+
+
 def test_the_lock_pins_every_package_exactly():
-    for line in (ROOT / "requirements" / "lock.txt").read_text().splitlines():
+    for line in _lines("lock.txt") + _lines("lock-test.txt"):
         line = line.split("#", 1)[0].strip()
         if line:
             spec = str(Requirement(line).specifier)
