@@ -41,7 +41,7 @@ def plan(run_cli, tmp_path, monkeypatch):
     def _run(text: str, *args: str) -> tuple[int, dict | None, str]:
         cfg = tmp_path / "axolotl.yml"
         cfg.write_text(text)
-        code, out, err = run_cli("plan", "--config", str(cfg), "--gpus", "T4,RTX4090", "--json", *args)
+        code, out, err = run_cli("plan", "--config", str(cfg), "--gpu", "T4,RTX4090", "--json", *args)
         return code, (json.loads(out) if code == 0 else None), err
 
     return _run

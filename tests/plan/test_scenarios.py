@@ -27,7 +27,7 @@ def plan_json(run_cli, shared_home, monkeypatch):
     monkeypatch.setenv("CHEAPTUNE_HOME", str(shared_home))
 
     def _run(*args: str, gpus: str = TEST_GPUS) -> tuple[int, dict | None, str]:
-        code, out, err = run_cli("plan", *args, "--gpus", gpus, "--json")
+        code, out, err = run_cli("plan", *args, "--gpu", gpus, "--json")
         return code, (json.loads(out) if out.strip() else None), err
 
     return _run
@@ -122,7 +122,7 @@ def test_70b_full_fine_tune_goes_multi_gpu(plan_json):
 def test_model_option_instead_of_positional(run_cli, shared_home, monkeypatch):
     monkeypatch.setenv("CHEAPTUNE_HOME", str(shared_home))
     args = ("--examples", "3e3", "--avg-tokens", "400", "--epochs", "3", "--seq-len", "1024", "--method", "qlora",
-            "--gpus", "RTX4090,T4", "--json")
+            "--gpu", "RTX4090,T4", "--json")
     code, out, err = run_cli("plan", "--model", "meta-llama/Llama-2-7b-hf", *args)
     assert code == 0, err
     code2, out2, _ = run_cli("plan", "meta-llama/Llama-2-7b-hf", *args)
@@ -138,7 +138,7 @@ def test_save_round_trip_and_markdown(run_cli, shared_home, monkeypatch, tmp_pat
     monkeypatch.setenv("CHEAPTUNE_HOME", str(shared_home))
     path = tmp_path / "plan.yaml"
     code, out, err = run_cli("plan", "meta-llama/Llama-2-7b-hf", "--examples", "3000", "--avg-tokens", "400",
-                             "--epochs", "3", "--seq-len", "1024", "--method", "qlora", "--gpus", "RTX4090,T4",
+                             "--epochs", "3", "--seq-len", "1024", "--method", "qlora", "--gpu", "RTX4090,T4",
                              "--markdown", "--save", str(path))
     assert code == 0, err
     assert "| method |" in out and "### Recommendation" in out
@@ -151,7 +151,7 @@ def test_dataset_file_counted_with_local_tokenizer(run_cli, tiny_model_dir, tmp_
     rows = [{"messages": [{"role": "user", "content": f"hello {i}"}, {"role": "assistant", "content": "hi there"}]}
             for i in range(50)]
     data.write_text("\n".join(json.dumps(r) for r in rows))
-    code, out, err = run_cli("plan", str(tiny_model_dir), str(data), "--gpus", "T4", "--json", "--seq-len", "128")
+    code, out, err = run_cli("plan", str(tiny_model_dir), str(data), "--gpu", "T4", "--json", "--seq-len", "128")
     assert code == 0, err
     doc = json.loads(out)
     assert doc["workload"]["tokens_exact"] is True and doc["workload"]["examples"] == 50
@@ -160,7 +160,7 @@ def test_dataset_file_counted_with_local_tokenizer(run_cli, tiny_model_dir, tmp_
 @pytest.mark.parametrize("args, needle", [
     (("--tokens", "100", "--objective", "fun"), "objective"),
     (("--tokens", "100", "--method", "sorcery"), "method"),
-    (("--tokens", "100", "--gpus", "GTX9999"), "GTX9999"),
+    (("--tokens", "100", "--gpu", "GTX9999"), "GTX9999"),
     (("--tokens", "-5",), "tokens"),
     (("--tokens", "1.5",), "whole number"),
     ((), "--tokens"),

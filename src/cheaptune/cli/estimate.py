@@ -108,6 +108,8 @@ def register(app: typer.Typer) -> None:
         full_sim: bool = typer.Option(False, "--full-sim", help="Simulate every block instead of extrapolating."),
         headroom: float = typer.Option(0.10, "--headroom", callback=bounded(0, 0.9), help="Fraction of GPU memory kept free in the verdict."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+        progress: bool = typer.Option(False, "--progress", help="Say what is being simulated on stderr even under "
+                                      "--json or when stderr is not a terminal (shown by default in a terminal)."),
         no_calibration: bool = typer.Option(False, "--no-calibration",
                                             help="Ignore the per-GPU memory factors of `cheaptune calibrate`."),
     ) -> None:
@@ -123,7 +125,11 @@ def register(app: typer.Typer) -> None:
                  sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
                  objective=objective.lower(), precompute_ref=precompute_ref),
         )
-        est = estimate_memory(req)
+        from cheaptune.cli.output import progress_wanted, status
+
+        with status(progress_wanted(progress, as_json), f"simulating two training steps of {model or config} ({req.method}; "
+                                                        "cached after the first run)"):
+            est = estimate_memory(req)
         timed = None
         if gpu is not None:
             from cheaptune.catalog.gpus import resolve_gpu

@@ -1,8 +1,11 @@
-"""Printing helpers shared by commands: JSON to stdout, tables through rich."""
+"""Printing helpers shared by commands: JSON to stdout, tables through rich, a status line on stderr."""
 
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -23,6 +26,37 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
     return obj
+
+
+def progress_wanted(progress: bool, as_json: bool) -> bool:
+    """--progress forces the status line; otherwise only for a person: stderr a terminal and no --json."""
+    return progress or (not as_json and sys.stderr.isatty())
+
+
+@contextmanager
+def status(enabled: bool, first: str = "working") -> Iterator[Callable[[str], None]]:
+    """A spinner with a line of text on stderr while slow work runs; yields `say(text)` to change the text.
+
+    Disabled, `say` does nothing, so the work reads the same either way; on a stderr that is not a
+    terminal (--progress into a log) each new text is one plain line."""
+    if not enabled:
+        yield lambda _text: None
+        return
+    if not sys.stderr.isatty():
+        said: list[str] = []
+
+        def line(text: str) -> None:
+            if not said or said[-1] != text:
+                said.append(text)
+                print(text, file=sys.stderr, flush=True)
+
+        line(first)
+        yield line
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(first) as shown:
+        yield lambda text: shown.update(text)
 
 
 def console():

@@ -46,6 +46,9 @@ def plan_command(
     top: int = typer.Option(8, "--top", callback=bounded(1, 10**4), help="Options to show."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the plan as Markdown."),
+    wide: bool = typer.Option(False, "--wide", help="Every column of the table, however narrow the terminal."),
+    progress: bool = typer.Option(False, "--progress", help="Say what is being computed on stderr even under --json "
+                                  "or when stderr is not a terminal (shown by default in a terminal)."),
     save: Path | None = typer.Option(None, "--save", help="Write the plan file for train/launch (YAML)."),
     maximize: str | None = typer.Option(None, "--maximize", help="With --budget: plan the most epochs, or the "
                                         "largest share of the data (tokens), that the budget buys."),
@@ -105,8 +108,11 @@ def plan_command(
     context = spec.config.get("max_position_embeddings")
     if context and seq_len > context:
         raise BadInput(f"--seq-len {seq_len} is beyond {spec.id}'s context of {context} tokens; lower it")
-    workload = sources.build_workload(spec, str(dataset) if dataset else None, _whole(tokens, "--tokens"),
-                                      _whole(examples, "--examples"), avg_tokens, epochs, seq_len, effective_batch)
+    from cheaptune.cli.output import progress_wanted, status
+
+    with status(progress_wanted(progress, as_json), f"counting tokens in {dataset}" if dataset else "planning"):
+        workload = sources.build_workload(spec, str(dataset) if dataset else None, _whole(tokens, "--tokens"),
+                                          _whole(examples, "--examples"), avg_tokens, epochs, seq_len, effective_batch)
     shape = ModelShape.from_config(spec.config, spec.params)
     gpu_list, offers = sources.load_catalog(prices.lower())
     check_providers(constraints, (o.provider for o in offers))
@@ -125,16 +131,18 @@ def plan_command(
         return make_plan(spec.id, shape, context, w, c, gpu_list, offers, fit, multi_fit=multi_fit)
 
     try:
-        if maximize is None:
-            result = run(constraints, workload)
-        else:
-            from cheaptune.plan.budget import plan_for_budget
+        with status(progress_wanted(progress, as_json), f"sizing {spec.id} on each GPU") as say:
+            fit, multi_fit = _announced(fit, multi_fit, spec.id, say)
+            if maximize is None:
+                result = run(constraints, workload)
+            else:
+                from cheaptune.plan.budget import plan_for_budget
 
-            result = plan_for_budget(run, constraints, workload, maximize.lower(), shape)
+                result = plan_for_budget(run, constraints, workload, maximize.lower(), shape)
     except Infeasible as err:
         partial = getattr(err, "result", None)
         if partial is not None:
-            _show(partial, as_json, markdown, render)
+            _show(partial, as_json, markdown, render, wide)
         raise
     _add_price_age(result, prices.lower())
     if foreign is not None:
@@ -142,12 +150,25 @@ def plan_command(
 
         result.notes += notes(foreign)
     shown, result = _calibrated(result, no_calibration)
-    _show(shown, as_json, markdown, render)
+    _show(shown, as_json, markdown, render, wide)
     if save is not None:
         data = str(Path(dataset).resolve()) if dataset else None
         planfile.save(to_planfile(result, loadable_name(model, spec), data, label=model), save)
         if not as_json:
             typer.echo(f"plan saved to {save}", err=True)
+
+
+def _announced(fit, multi_fit, model: str, say):
+    """The fit functions, each call first saying which candidate it sizes (a cold one simulates the model)."""
+    def one(method, mem, precision):
+        say(f"{model}: {method} ({precision}) on a {mem / 2**30:.0f} GiB GPU (simulating training steps; cached after)")
+        return fit(method, mem, precision)
+
+    def many(method, mem, gpus, sharding, offload, precision):
+        say(f"{model}: {method} ({precision}) on {gpus}x {mem / 2**30:.0f} GiB, {sharding}{' +offload' if offload else ''}")
+        return multi_fit(method, mem, gpus, sharding, offload, precision)
+
+    return one, (many if multi_fit is not None else None)
 
 
 def _calibrated(result, off: bool):
@@ -192,7 +213,7 @@ def _add_price_age(result, prices: str) -> None:
     result.warnings += warnings
 
 
-def _show(result, as_json: bool, markdown: bool, render) -> None:
+def _show(result, as_json: bool, markdown: bool, render, wide: bool) -> None:
     if as_json:
         from cheaptune.cli.output import emit_json
 
@@ -202,7 +223,7 @@ def _show(result, as_json: bool, markdown: bool, render) -> None:
     else:
         from cheaptune.cli.output import console
 
-        render.print_rich(result, console())
+        render.print_rich(result, console(), wide)
 
 
 def register(app: typer.Typer) -> None:

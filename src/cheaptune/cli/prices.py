@@ -104,12 +104,18 @@ def import_skypilot(
 
 
 @prices_app.command("refresh")
-def refresh(json_out: bool = typer.Option(False, "--json", help="Print JSON instead of text.")) -> None:
+def refresh(
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+    progress: bool = typer.Option(False, "--progress", help="Say what is being fetched on stderr even under --json "
+                                  "or when stderr is not a terminal (shown by default in a terminal)."),
+) -> None:
     """Fetch current offers through gpuhunt into a dated cache that `plan` then prefers (needs the `live` extra installed)."""
     from cheaptune.catalog.live import refresh as fetch_and_cache
     from cheaptune.catalog.sources.live_cache import cache_dir
+    from cheaptune.cli.output import progress_wanted, status
 
-    meta, results = fetch_and_cache()
+    with status(progress_wanted(progress, json_out), "fetching current offers from every provider through gpuhunt"):
+        meta, results = fetch_and_cache()
     if json_out:
         from cheaptune.cli.output import emit_json
 

@@ -63,6 +63,7 @@ def row_cells(d: dict[str, Any]) -> list[str]:
 
 HEADERS = ["method", "GPU", "provider/region", "pricing", "peak VRAM", "mb/accum/ckpt", "tok/s", "hours",
            "$ compute", "$ stor+egress", "$ spot loss", "$ total", "risk"]
+CORE = ("method", "GPU", "provider/region", "pricing", "peak VRAM", "hours", "$ total", "risk")  # what decides
 
 
 def _text_sections(r: PlanResult) -> list[tuple[str, list[str]]]:
@@ -87,25 +88,57 @@ def text_sections(doc: dict[str, Any]) -> list[tuple[str, list[str]]]:
     ]
 
 
-def print_rich(r: PlanResult, console: Any) -> None:
-    from rich.table import Table
-
-    if not console.is_terminal and console.width < WIDE:
-        console.width = WIDE  # piped output: do not squeeze the table into 80 columns
+def print_rich(r: PlanResult, console: Any, wide: bool = False) -> None:
+    """The plan at the console's width: every column when they fit (or with `wide`), else the columns that
+    decide (CORE) when those fit, else one block per option; a cell is never cut."""
+    if wide or (not console.is_terminal and console.width < WIDE):
+        console.width = max(console.width, WIDE)  # piped output: do not squeeze the table into 80 columns
     title, head = _text_sections(r)[0]
     console.print(f"[bold]{title}[/bold]: {head[0]}")
-    if r.options:
-        table = Table(show_lines=False, header_style="bold")
-        for h in HEADERS:
-            table.add_column(h, justify="right" if h.startswith(("$", "tok", "hours")) else "left")
-        for o in r.options[: r.constraints.top]:
-            table.add_row(*_row(o))
-        console.print(table)
+    rows = [_row(o) for o in r.options[: r.constraints.top]]
+    if rows:
+        table, narrow = _table(HEADERS, rows), False
+        if not wide and _natural_width(console, table) > console.width:
+            keep, narrow = [HEADERS.index(h) for h in CORE], True
+            table = _table(list(CORE), [[row[i] for i in keep] for row in rows])
+        if narrow and _natural_width(console, table) > console.width:
+            _print_stacked(console, rows)
+        else:
+            console.print(table)
+        if narrow:
+            console.print("more columns (tok/s, batch, $ parts): --wide or --json", style="dim", highlight=False)
     for name, lines in _text_sections(r)[1:]:
         if lines:
             console.print(f"[bold]{name}[/bold]")
             for line in lines:
                 console.print(f"  - {line}", highlight=False, markup=False)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> Any:
+    from rich.table import Table
+
+    table = Table(show_lines=False, header_style="bold")
+    for h in headers:
+        table.add_column(h, justify="right" if h.startswith(("$", "tok", "hours")) else "left", no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _natural_width(console: Any, table: Any) -> int:
+    from rich.measure import Measurement
+
+    return Measurement.get(console, console.options.update_width(10**5), table).maximum  # unclamped
+
+
+def _print_stacked(console: Any, rows: list[list[str]]) -> None:
+    """One short block per option, for terminals too narrow for even the deciding columns."""
+    cell = dict(zip(HEADERS, range(len(HEADERS)), strict=True))
+    for n, row in enumerate(rows, 1):
+        console.print(f"{n}. {row[cell['method']]} on {row[cell['GPU']]}, {row[cell['provider/region']]}, "
+                      f"{row[cell['pricing']]}", highlight=False, markup=False)
+        console.print(f"   ${row[cell['$ total']]} total, {row[cell['hours']]} h, VRAM {row[cell['peak VRAM']]}, "
+                      f"risk {row[cell['risk']]}", highlight=False, markup=False)
 
 
 def to_markdown(r: PlanResult) -> str:
