@@ -33,7 +33,7 @@ from cheaptune.estimate.sharding import check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
-ESTIMATOR_VERSION = "2"  # 2: QLoRA refused where bitsandbytes leaves a 16-bit base
+ESTIMATOR_VERSION = "3"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps
 PEFT_METHODS = ("lora", "qlora", "dora")
 
 
@@ -180,7 +180,7 @@ def estimate_memory(req: EstimateRequest) -> MemoryEstimate:
         single = estimate_memory(dataclasses.replace(req, gpus=1, sharding=None, offload=False))
         return shard_estimate(single, req.gpus, req.sharding, req.offload, model_config=cfg)
     inputs = _inputs(req, label)
-    k = cache.key(inputs, cfg)
+    k = cache.key({**inputs, "estimator": ESTIMATOR_VERSION}, cfg)  # a new simulation drops old entries
     hit = cache.load(k)
     if hit is not None:
         return MemoryEstimate(**hit)
