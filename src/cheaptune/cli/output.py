@@ -59,6 +59,28 @@ def status(enabled: bool, first: str = "working") -> Iterator[Callable[[str], No
         yield lambda text: shown.update(text)
 
 
+def fitted_table(out: Any, headers: tuple[str, ...], rows: list[list[str]], drop: tuple[str, ...]) -> tuple[Any, list[str]]:
+    """(table, columns left out): the first column (an id) is never cut; the columns named in `drop` go,
+    in that order, until the rest fits `out`'s width whole."""
+    from rich.measure import Measurement
+    from rich.table import Table
+
+    cols, dropped = list(headers), []
+    while True:
+        table = Table()
+        for n, c in enumerate(cols):
+            table.add_column(c, no_wrap=True, min_width=max((len(r[0]) for r in rows), default=2) if n == 0 else None,
+                             justify="right" if c.startswith(("$", "steps", "eval")) else "left")
+        keep = [headers.index(c) for c in cols]
+        for r in rows:
+            table.add_row(*(r[i] for i in keep))
+        left = [c for c in drop if c in cols]
+        if not left or Measurement.get(out, out.options.update_width(10**5), table).maximum <= out.width:
+            return table, dropped
+        cols.remove(left[0])
+        dropped.append(left[0])
+
+
 def console():
     """A rich Console (imported lazily: rich costs ~50 ms)."""
     from rich.console import Console

@@ -35,14 +35,14 @@ def runs_cmd(
     if json_out:
         emit_json(rows)
         return
-    from rich.table import Table
-
-    table = Table("id", "name", "status", "model", "method", "gpu", "steps", "$ actual", "$ predicted", "eval loss")
-    for r in rows:
-        table.add_row(r["id"], r["name"] or "-", r["status"], r["model"] or "-", r["method"] or "-", r["gpu"] or "-",
-                      _num(r["steps"], "{}"), _money(r["cost_actual_usd"]), _money(r["cost_predicted_usd"]),
-                      _num(r["eval_loss"]))
-    console().print(table if rows else "no runs recorded yet")
+    if not rows:
+        console().print("no runs recorded yet")
+        return
+    cells = [[r["id"], r["name"] or "-", r["status"], r["model"] or "-", r["method"] or "-", r["gpu"] or "-",
+              _num(r["steps"], "{}"), _money(r["cost_actual_usd"]), _money(r["cost_predicted_usd"]), _num(r["eval_loss"])]
+             for r in rows]
+    _print_fitted(("id", "name", "status", "model", "method", "gpu", "steps", "$ actual", "$ predicted", "eval loss"),
+                  cells, ("model", "steps", "eval loss", "method", "gpu", "$ predicted", "name"))
 
 
 def report_cmd(
@@ -84,9 +84,12 @@ def compare_cmd(
 ) -> None:
     """Compare runs: cost against eval loss, cheapest first; marks runs no other run beats on both."""
     from cheaptune.cli.output import console, emit_json
+    from cheaptune.errors import BadInput
     from cheaptune.runs.compare import compare_rows, plot_compare
     from cheaptune.runs.registry import Registry
 
+    if len(runs) < 2:
+        raise BadInput(f"compare needs two or more runs (got {len(runs)}); for one run use `cheaptune report {runs[0]}`")
     reg = Registry()
     rows = compare_rows([reg.get_run(r) for r in runs])
     written = plot_compare(rows, plot) if plot else None
@@ -96,18 +99,25 @@ def compare_cmd(
     if json_out:
         emit_json({"runs": rows, "plot": str(written) if written else None})
         return
-    from rich.table import Table
-
-    table = Table("id", "name", "method", "gpu", "$ actual", "$ predicted", "eval loss", "quality", "vs cheapest",
-                  "best trade-off")
-    for r in rows:
-        quality = "-" if r["quality"] is None else f"{r['quality_metric']} {100 * r['quality']:.1f}%"
-        table.add_row(r["id"], r["name"] or "-", r["method"] or "-", r["gpu"] or "-", _money(r["cost_usd"]),
-                      _money(r["cost_predicted_usd"]), _num(r["eval_loss"]), quality, r["vs_cheapest"] or "-",
-                      "yes" if r["pareto"] else "")
-    console().print(table)
+    cells = [[r["id"], r["name"] or "-", r["method"] or "-", r["gpu"] or "-", _money(r["cost_usd"]),
+              _money(r["cost_predicted_usd"]), _num(r["eval_loss"]),
+              "-" if r["quality"] is None else f"{r['quality_metric']} {100 * r['quality']:.1f}%",
+              r["vs_cheapest"] or "-", "yes" if r["pareto"] else ""] for r in rows]
+    _print_fitted(("id", "name", "method", "gpu", "$ actual", "$ predicted", "eval loss", "quality", "vs cheapest",
+                   "best trade-off"), cells, ("method", "gpu", "$ predicted", "name", "quality", "vs cheapest"))
     if written:
         console().print(f"plot: {written}")
+
+
+def _print_fitted(headers: tuple[str, ...], cells: list[list[str]], drop: tuple[str, ...]) -> None:
+    """The table at the terminal's width with whole ids (what `report` and `compare` take, or a prefix)."""
+    from cheaptune.cli.output import console, fitted_table
+
+    out = console()
+    table, dropped = fitted_table(out, headers, cells, drop)
+    out.print(table)
+    if dropped:
+        out.print(f"left out at this width: {', '.join(dropped)} (--json has every field)", style="dim", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

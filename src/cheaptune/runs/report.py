@@ -26,6 +26,24 @@ def summarize(run: dict) -> dict:
     return out
 
 
+ON_SCALE = 3.0  # a reference line more than this many times what was spent would flatten the curve
+
+
+def cost_scale(spent: float, lines: dict[str, float]) -> tuple[float, dict[str, float], list[str]]:
+    """(top of the y axis, the lines drawn, notes for the lines off scale): the axis follows what was spent
+    (cents against a $5 budget must not draw a flat line at zero); a line far above it is named instead."""
+    drawn = {k: v for k, v in lines.items() if v <= ON_SCALE * max(spent, 1e-9)}
+    top = 1.15 * max([spent, *drawn.values()]) or 1.0
+    off = [f"{k} ${v:.2f} off scale ({v / spent:.0f}x spent)" if spent > 0 else f"{k} ${v:.2f} off scale"
+           for k, v in lines.items() if k not in drawn]
+    return top, drawn, off
+
+
+def bars(pred: float | None, act: float | None) -> list[tuple[str, float | None, str]]:
+    """(label, height or None, text in place of a missing bar) for the predicted-vs-actual panel."""
+    return [("predicted", pred, "no plan"), ("actual", act, "not measured")]
+
+
 def write_plots(run: dict, out_dir: str | Path) -> list[Path]:
     """loss.png, cost.png and predicted.png under `out_dir`; plots with no data are skipped."""
     import matplotlib
@@ -59,12 +77,15 @@ def write_plots(run: dict, out_dir: str | Path) -> list[Path]:
     if costs:
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.plot(*zip(*costs, strict=True), label="$ spent")
-        if run.get("budget_usd"):
-            ax.axhline(run["budget_usd"], color="red", linestyle="--", label=f"budget ${run['budget_usd']:.2f}")
-        if run.get("cost_predicted_usd"):
-            ax.axhline(run["cost_predicted_usd"], color="gray", linestyle=":", label=f"predicted ${run['cost_predicted_usd']:.2f}")
-        ax.set(xlabel="hours", ylabel="USD", title="Cost over time")
-        ax.legend()
+        refs = {k: run[key] for k, key in (("budget", "budget_usd"), ("predicted", "cost_predicted_usd")) if run.get(key)}
+        top, drawn, off = cost_scale(max(c for _, c in costs), refs)
+        for k, v in drawn.items():
+            ax.axhline(v, color="red" if k == "budget" else "gray", linestyle="--" if k == "budget" else ":",
+                       label=f"{k} ${v:.2f}")
+        ax.set(xlabel="hours", ylabel="USD", title="Cost over time", ylim=(0, top))
+        if off:
+            ax.text(0.02, 0.98, "; ".join(off), transform=ax.transAxes, va="top", fontsize=8)
+        ax.legend(loc="lower right")
         save(fig, "cost.png")
 
     pairs = [(label, run.get(p), run.get(a), scale) for label, p, a, scale in (
@@ -74,7 +95,11 @@ def write_plots(run: dict, out_dir: str | Path) -> list[Path]:
     if pairs:
         fig, axes = plt.subplots(1, len(pairs), figsize=(4 * len(pairs), 4), squeeze=False)
         for ax, (label, pred, act, scale) in zip(axes[0], pairs, strict=True):
-            ax.bar(["predicted", "actual"], [(pred or 0) / scale, (act or 0) / scale], color=["gray", "tab:blue"])
+            shown = bars(pred, act)
+            ax.bar([b[0] for b in shown], [0 if b[1] is None else b[1] / scale for b in shown], color=["gray", "tab:blue"])
+            for i, (_, height, missing) in enumerate(shown):
+                if height is None:
+                    ax.text(i, 0, missing, ha="center", va="bottom", color="dimgray")
             ax.set(title=label)
         save(fig, "predicted.png")
     return written
