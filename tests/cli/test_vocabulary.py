@@ -109,3 +109,13 @@ def test_every_command_help_has_exit_codes_and_readable_metavars(run_cli, comman
         assert "auto|only|never" in out
     if command == "prices":
         assert "CHEAPTUNE_PRICES" in out and "CHEAPTUNE_HOME" in out
+
+
+def test_gpus_rounds_memory_as_plan_does(run_cli, monkeypatch):
+    from cheaptune.catalog.gpus import list_gpus
+
+    odd = next(g for g in list_gpus() if g.memory_gib != round(g.memory_gib))  # e.g. 23.99 GiB
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run_cli("gpus")
+    row = next(line for line in out.splitlines() if f" {odd.name} " in line)
+    assert code == 0 and f" {odd.memory_gib:.0f} " in row and f"{odd.memory_gib:g}" not in row

@@ -38,7 +38,7 @@ def _render(est, gpus, headroom: float, factors: dict | None = None) -> None:
         free = g.memory_bytes * (1 - headroom) - need
         # under-prediction is the costly direction (an OOM after the GPU is rented): flag thin margins
         fits = ("yes, near its limit" if free < NEAR_LIMIT * g.memory_bytes else "yes") if free >= 0 else "no"
-        verdict.add_row(g.name, f"{g.memory_gib:g}", fits, f"{free / GIB:.1f}",
+        verdict.add_row(g.name, f"{g.memory_gib:.0f}", fits, f"{free / GIB:.1f}",
                         style=None if free >= 0 else "dim")
     out.print(verdict)
     for f in sorted({f for (_, m), f in (factors or {}).items() if m == est.inputs["method"]}, key=lambda f: f.gpu):
