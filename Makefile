@@ -7,7 +7,7 @@ TEST_STAMP := $(VENV)/.installed-test
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: venv demo test lint bench fuzz clean
+.PHONY: venv demo demo-dpo test lint bench fuzz clean
 
 venv: $(STAMP)
 
@@ -27,6 +27,10 @@ $(TEST_STAMP): $(STAMP) requirements/lock-test.txt
 
 demo: $(STAMP)
 	$(BIN)/python -m cheaptune.demo.run
+
+# Preference tuning (DPO, LoRA) on the same task: the held-out chosen-vs-rejected margin before and after.
+demo-dpo: $(STAMP)
+	$(BIN)/python -m cheaptune.demo.run --objective dpo
 
 test: $(TEST_STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q

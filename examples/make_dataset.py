@@ -1,9 +1,11 @@
-"""Write the demo dataset: weather sentences -> a JSON object, in OpenAI messages JSONL.
+"""Write the demo datasets: weather sentences -> a JSON object, as SFT messages and as preference pairs.
 
 One clear task a 135M instruct model visibly learns in minutes of CPU LoRA: before training it
 answers in prose (or malformed JSON); after, it answers with exactly this object. Generated from
 templates with a fixed seed, so `python examples/make_dataset.py` rewrites the same bytes.
 Held-out rows use cities and phrasings that the training rows never contain.
+Preference pairs (`make demo-dpo`) prefer the exact object over a prose answer or an object with one wrong
+value, so DPO has to raise the right JSON's log-probability over plausible near misses.
 """
 
 from __future__ import annotations
@@ -64,6 +66,37 @@ def example(rng: random.Random, cities: list[str], sentences: list[str]) -> dict
                          {"role": "assistant", "content": json.dumps(record, ensure_ascii=False)}]}
 
 
+def rejected_reply(rng: random.Random, record: dict) -> str:
+    """A plausible wrong answer: prose instead of JSON, or the object with one value changed."""
+    if rng.random() < 0.5:
+        return (f"In {record['city']} on {record['day']} expect {record['conditions']} "
+                f"at {record['temperature']} degrees {UNITS[record['unit']]}.")
+    wrong = dict(record)
+    field = rng.choice(["temperature", "unit", "conditions", "day"])
+    if field == "temperature":
+        wrong[field] = record["temperature"] + rng.choice([-10, -3, 3, 10])
+    elif field == "unit":
+        wrong[field] = "F" if record["unit"] == "C" else "C"
+    else:
+        pool = CONDITIONS if field == "conditions" else DAYS
+        wrong[field] = rng.choice([v for v in pool if v != record[field]])
+    return json.dumps(wrong, ensure_ascii=False)
+
+
+def pair(rng: random.Random, cities: list[str], sentences: list[str]) -> dict:
+    """One preference row (prompt / chosen / rejected as turn lists, trl's conversational layout)."""
+    user, assistant = example(rng, cities, sentences)["messages"]
+    rejected = rejected_reply(rng, json.loads(assistant["content"]))
+    return {"prompt": [user], "chosen": [assistant], "rejected": [{"role": "assistant", "content": rejected}]}
+
+
+def build_pairs(seed: int = 1, n_train: int = 64, n_heldout: int = 8) -> tuple[list[dict], list[dict]]:
+    rng = random.Random(seed)  # its own generator, so the SFT files keep their bytes
+    train = [pair(rng, TRAIN_CITIES, SENTENCES) for _ in range(n_train)]
+    heldout = [pair(rng, HELDOUT_CITIES, HELDOUT_SENTENCES) for _ in range(n_heldout)]
+    return train, heldout
+
+
 def build(seed: int = 0, n_train: int = 300, n_heldout: int = 16) -> tuple[list[dict], list[dict]]:
     rng = random.Random(seed)
     train = [example(rng, TRAIN_CITIES, SENTENCES) for _ in range(n_train)]
@@ -86,7 +119,11 @@ def main(argv: list[str] | None = None) -> None:
     train, heldout = build(args.seed, args.n_train, args.n_heldout)
     write_jsonl(args.out / "train.jsonl", train)
     write_jsonl(args.out / "heldout.jsonl", heldout)
-    print(f"wrote {len(train)} training and {len(heldout)} held-out rows to {args.out}")
+    pairs, held_pairs = build_pairs(args.seed + 1)
+    write_jsonl(args.out / "preference.jsonl", pairs)
+    write_jsonl(args.out / "preference-heldout.jsonl", held_pairs)
+    print(f"wrote {len(train)} training and {len(heldout)} held-out rows, {len(pairs)} and {len(held_pairs)} "
+          f"preference pairs to {args.out}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 Goes through the public CLI (`cheaptune plan`, `cheaptune train`) in-process, so the demo shows
 exactly what a user would type. The task (examples/demo): weather sentence -> JSON object.
+`--objective dpo` (`make demo-dpo`) tunes the same task from preference pairs instead and shows the
+chosen-vs-rejected log-probability margin on held-out pairs before and after.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ import warnings
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "demo"
+DEFAULTS = {  # objective -> (training data, config)
+    "sft": (EXAMPLES / "train.jsonl", EXAMPLES / "config.yaml"),
+    "dpo": (EXAMPLES / "preference.jsonl", EXAMPLES / "config-dpo.yaml"),
+}
 
 
 def _quiet() -> None:
@@ -55,14 +61,34 @@ def _report(out: Path) -> None:
         print(f"\nprompt: {before['prompt']}\n  before: {before['answer'].strip()}\n  after:  {after['answer'].strip()}")
 
 
+def _margin(model_dir: Path, pairs: list[dict], adapter: Path | None = None) -> float:
+    """Mean held-out margin of the base model, or of the base with the trained adapter."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cheaptune.demo.margin import mean_margin
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter)
+    return mean_margin(model, AutoTokenizer.from_pretrained(model_dir), pairs)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="cheaptune demo: plan, then a short LoRA fine-tune on CPU.")
     parser.add_argument("--model", type=Path, help="model folder (default: SmolLM2-135M-Instruct, converted once)")
-    parser.add_argument("--data", type=Path, default=EXAMPLES / "train.jsonl")
-    parser.add_argument("--config", type=Path, default=EXAMPLES / "config.yaml")
+    parser.add_argument("--objective", choices=sorted(DEFAULTS), default="sft",
+                        help="sft: instruction tuning; dpo: preference tuning, with the held-out margin")
+    parser.add_argument("--data", type=Path, help="default: the objective's examples/demo file")
+    parser.add_argument("--config", type=Path, help="default: the objective's examples/demo config")
+    parser.add_argument("--heldout", type=Path, default=EXAMPLES / "preference-heldout.jsonl",
+                        help="dpo: preference pairs the margin is measured on")
     parser.add_argument("--max-steps", type=int, help="override the config's max_steps (a quicker run)")
     parser.add_argument("--output-dir", type=Path, help="default: a fresh folder under $CHEAPTUNE_HOME/demo")
     args = parser.parse_args(argv)
+    args.data = args.data or DEFAULTS[args.objective][0]
+    args.config = args.config or DEFAULTS[args.objective][1]
     _quiet()
 
     from cheaptune.util.paths import home
@@ -74,17 +100,38 @@ def main(argv: list[str] | None = None) -> int:
         args.model = ensure_demo_model()
     out = args.output_dir or home() / "demo" / time.strftime("run-%Y%m%d-%H%M%S")
 
-    plan_code = _cli(["plan", str(args.model), str(args.data), "--seq-len", "256", "--top", "5"])
+    plan_code = 0 if args.objective == "dpo" else _cli(
+        ["plan", str(args.model), str(args.data), "--seq-len", "256", "--top", "5"])
     train_args = ["train", str(args.config), "--model", str(args.model), "--data", str(args.data),
                   "--output-dir", str(out), "--device", "cpu"]
     if args.max_steps is not None:
         train_args += ["--max-steps", str(args.max_steps)]
+    if args.objective == "dpo":
+        from cheaptune.demo.margin import read_pairs
+
+        pairs = read_pairs(args.heldout)
+        before = _margin(args.model, pairs)
+        print(f"\nheld-out margin before: {before:+.3f} nats (log p(chosen) - log p(rejected), "
+              f"mean of {len(pairs)} pairs)", flush=True)
     train_code = _cli(train_args)
     if train_code == 0:
         _report(out)
+        if args.objective == "dpo":
+            after = _margin(args.model, pairs, out)
+            print(f"\nheld-out margin: {before:+.3f} -> {after:+.3f} nats ({after - before:+.3f})")
         print(f"\nadapter, summary and loss log in {out}")
     return train_code or plan_code
 
 
+def _entry() -> int:
+    from cheaptune.errors import CheaptuneError
+
+    try:
+        return main()
+    except CheaptuneError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_entry())
