@@ -84,6 +84,8 @@ def test_an_old_spelling_still_works_end_to_end(run_cli):
     assert offers and all(o["kind"] != "spot" for o in offers)
     code, out, _ = run_cli("prices", "--gpu", "A100-80GB", "--spot", "only", "--json")
     assert code == 0 and {o["kind"] for o in json.loads(out)["offers"]} == {"spot"}
+    code, out, _ = run_cli("prices", "--gpu", "T4,A100-80GB", "--gpu", "h100", "--json")
+    assert code == 0 and {o["gpu"] for o in json.loads(out)["offers"]} == {"T4", "A100-80GB", "H100"}
     code, _, err = run_cli("prices", "--spot", "sometimes")
     assert code == 2 and "auto" in err
 

@@ -33,7 +33,8 @@ def _sources_line(sources: list[dict]) -> str:
 @prices_app.callback(invoke_without_command=True)
 def prices(
     ctx: typer.Context,
-    gpu: str | None = typer.Option(None, "--gpu", help="GPU name in any spelling (H100, A100-80GB, 'RTX 4090')."),
+    gpu: list[str] | None = typer.Option(None, "--gpu", help="Only these GPUs, any spelling (H100, A100-80GB, "
+                                         "'RTX 4090'); repeatable or a comma list."),
     provider: str | None = typer.Option(None, "--provider", help="Only this provider (aws, gcp, runpod, vast...)."),
     min_memory: float | None = typer.Option(None, "--min-memory", help="Minimum GPU memory in GiB."),
     spot: Spot = spot_option("both"),
@@ -47,10 +48,13 @@ def prices(
     """List offers cheapest first, with the sources in use and their dates."""
     if ctx.invoked_subcommand is not None:
         return
+    from cheaptune.catalog.gpus import resolve_gpu
     from cheaptune.catalog.prices import active_sources, cheapest_per_gpu, filter_offers, load_offers
 
-    offers = filter_offers(load_offers(), gpu=gpu, provider=provider, min_memory_gib=min_memory,
+    wanted = {resolve_gpu(g.strip()).name for g in ",".join(gpu or ()).split(",") if g.strip()}
+    offers = filter_offers(load_offers(), provider=provider, min_memory_gib=min_memory,
                            community=community, max_price=max_price, sort=sort, spot=spot_flag(spot))
+    offers = [o for o in offers if not wanted or o.gpu in wanted]
     if group_by_gpu:
         offers = cheapest_per_gpu(offers)
     total = len(offers)
