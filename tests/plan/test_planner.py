@@ -30,7 +30,7 @@ def test_ranked_by_cost_and_recommended_is_cheapest():
 
 
 def test_objective_time_ranks_by_hours():
-    r = plan(Constraints(objective="time"))
+    r = plan(Constraints(optimize="time"))
     hours = [o.hours for o in r.options]
     assert hours == sorted(hours)
     assert r.recommended.gpu == "H100"
@@ -73,7 +73,7 @@ def test_budget_and_deadline_exclude():
     r = plan(Constraints(budget_usd=plan().recommended.total * 1.01))
     assert all(o.total <= r.constraints.budget_usd for o in r.options)
     assert any(e.kind == "budget" for e in r.excluded)
-    fastest = plan(Constraints(objective="time")).recommended.hours
+    fastest = plan(Constraints(optimize="time")).recommended.hours
     r = plan(Constraints(deadline_hours=fastest * 1.01))
     assert all(o.hours <= fastest * 1.01 for o in r.options)
     assert any("deadline" in e.reason for e in r.excluded)
@@ -140,8 +140,10 @@ def test_warnings_from_doctor():
 
 
 def test_bad_constraints_are_bad_input():
+    with pytest.raises(BadInput, match="optimize"):
+        plan(Constraints(optimize="fun"))
     with pytest.raises(BadInput, match="objective"):
-        plan(Constraints(objective="fun"))
+        plan(w=Workload(tokens=1000, objective="kto"))
     with pytest.raises(BadInput, match="method"):
         plan(Constraints(methods=("sorcery",)))
     with pytest.raises(BadInput, match="tokens"):

@@ -50,7 +50,7 @@ def test_model_that_fits_no_single_gpu_gets_a_multi_gpu_option_paying_every_gpu(
 
 
 def test_multi_gpu_costs_more_gpu_hours_than_one_gpu_of_the_same_kind():
-    r = plan(Constraints(methods=("lora",), objective="time", gpus=("A100-80GB",), spot="never", top=30))
+    r = plan(Constraints(methods=("lora",), optimize="time", gpus=("A100-80GB",), spot="never", top=30))
     one = min((o for o in r.options if o.total_gpus == 1), key=lambda o: o.hours)
     eight = min((o for o in r.options if o.total_gpus == 8), key=lambda o: o.hours)
     assert eight.hours < one.hours  # faster...
@@ -60,7 +60,7 @@ def test_multi_gpu_costs_more_gpu_hours_than_one_gpu_of_the_same_kind():
 
 
 def test_deadline_forces_more_gpus_and_ddp_is_preferred_when_it_fits():
-    single = plan(Constraints(methods=("lora",), objective="time", max_gpus=1))
+    single = plan(Constraints(methods=("lora",), optimize="time", max_gpus=1))
     assert all(o.total_gpus == 1 for o in single.options)
     deadline = single.recommended.hours * 0.7
     r = plan(Constraints(methods=("lora",), deadline_hours=deadline))

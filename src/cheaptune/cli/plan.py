@@ -40,9 +40,10 @@ def plan_command(
     spot: Spot = spot_option("compare both"),
     community: bool = typer.Option(True, "--community/--no-community", help="Allow community-cloud hosts."),
     max_gpus: int = typer.Option(8, "--max-gpus", callback=bounded(1, 4096), help="Most GPUs in all (per node x nodes); several GPUs are tried "
-                                 "only when a method fits no single GPU, misses --deadline, or with --objective time."),
+                                 "only when a method fits no single GPU, misses --deadline, or with --optimize time."),
     headroom: float = typer.Option(0.10, "--headroom", callback=bounded(0, 0.9), help="Fraction of GPU memory kept free."),
-    objective: str = typer.Option("cost", "--objective", help="cost or time."),
+    optimize: str = typer.Option("cost", "--optimize", help="Rank by cost (total $) or time (hours)."),
+    objective: str = typer.Option("sft", "--objective", help="sft (default) | dpo | orpo (preference pairs in the data)."),
     top: int = typer.Option(8, "--top", callback=bounded(1, 10**4), help="Options to show."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the plan as Markdown."),
@@ -101,7 +102,7 @@ def plan_command(
     constraints = Constraints(
         methods=parse_methods(method or "auto"), budget_usd=budget, deadline_hours=deadline,
         providers=_csv(providers), exclude_providers=_csv(exclude_providers), spot=spot.lower(), community=community,
-        max_gpus=1 if foreign else max_gpus, headroom=headroom, objective=objective.lower(), top=top, lora_r=lora_r,
+        max_gpus=1 if foreign else max_gpus, headroom=headroom, optimize=optimize.lower(), top=top, lora_r=lora_r,
         gpus=tuple(resolve_gpu(g).name for g in _csv(",".join(gpu or ()))),
     ).validate()
     spec = resolve_model(model)
@@ -112,15 +113,16 @@ def plan_command(
 
     with status(progress_wanted(progress, as_json), f"counting tokens in {dataset}" if dataset else "planning"):
         workload = sources.build_workload(spec, str(dataset) if dataset else None, _whole(tokens, "--tokens"),
-                                          _whole(examples, "--examples"), avg_tokens, epochs, seq_len, effective_batch)
+                                          _whole(examples, "--examples"), avg_tokens, epochs, seq_len, effective_batch,
+                                          objective.lower())
     shape = ModelShape.from_config(spec.config, spec.params)
     gpu_list, offers = sources.load_catalog(prices.lower())
     check_providers(constraints, (o.provider for o in offers))
     if foreign is None:
         fit = sources.real_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch,
-                               workload.effective_batch)
+                               workload.effective_batch, workload.objective, workload.epochs)
         multi_fit = sources.real_multi_fit(spec, workload.seq_len, constraints.headroom, lora_r,
-                                           workload.effective_batch)
+                                           workload.effective_batch, workload.objective, workload.epochs)
     else:  # the config's own run on one GPU (its micro-batch, checkpointing and trainer)
         from cheaptune.plan.config_run import config_fit, epochs_for
 

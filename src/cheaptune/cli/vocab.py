@@ -25,6 +25,7 @@ RENAMED: dict[str, dict[str, str]] = {
     "launch": {"--dataset": "--data", "--disk-gb": "--disk-gib"},
 }
 SPOT_WAS_SWITCH = ("launch", "doctor", "prices")  # `--spot` alone and `--on-demand` were switches here
+RANKINGS = ("cost", "time")  # `plan --objective` took these before it meant the training objective
 
 # The order `cheaptune --help` lists commands in: the order a new user needs them.
 WORKFLOW = ("plan", "estimate", "doctor", "train", "launch", "runs", "report", "compare", "prices", "gpus",
@@ -59,6 +60,9 @@ def modernize(command: str, args: Sequence[str]) -> list[str]:
         if flag in renamed:
             out.append(renamed[flag] + eq + value)
             _deprecated(command, flag, renamed[flag])
+        elif command == "plan" and flag == "--objective" and _ranking(value if eq else args[i + 1:i + 2]):
+            out.append("--optimize" + eq + value)
+            _deprecated(command, "--objective cost|time", "--optimize cost|time")
         elif command in SPOT_WAS_SWITCH and arg == "--on-demand":
             out += ["--spot", "never"]
             _deprecated(command, arg, "--spot never")
@@ -68,6 +72,12 @@ def modernize(command: str, args: Sequence[str]) -> list[str]:
         else:
             out.append(arg)
     return out
+
+
+def _ranking(value: str | Sequence[str]) -> bool:
+    """The value given to `plan --objective` is a ranking (the old meaning), not a training objective."""
+    given = value if isinstance(value, str) else (value[0] if value else "")
+    return given.strip().lower() in RANKINGS
 
 
 def _switch_follows(rest: Sequence[str]) -> bool:

@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         args.model = ensure_demo_model()
     out = args.output_dir or home() / "demo" / time.strftime("run-%Y%m%d-%H%M%S")
 
-    plan_code = 0 if args.objective == "dpo" else _cli(
-        ["plan", str(args.model), str(args.data), "--seq-len", "256", "--top", "5"])
+    plan_code = _cli(["plan", str(args.model), str(args.data), "--seq-len", "256", "--top", "5",
+                      "--objective", args.objective])
     train_args = ["train", str(args.config), "--model", str(args.model), "--data", str(args.data),
                   "--output-dir", str(out), "--device", "cpu"]
     if args.max_steps is not None:

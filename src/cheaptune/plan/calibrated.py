@@ -58,14 +58,14 @@ def apply(result: Any, factors: dict[tuple[str, str], Factor]) -> tuple[Any, Any
                 continue
         shown.append(new)
         raw.append(o)
-    order = sorted(range(len(shown)), key=lambda i: choose.rank_key(c.objective)(shown[i]))
+    order = sorted(range(len(shown)), key=lambda i: choose.rank_key(c.optimize)(shown[i]))
     shown, raw = [shown[i] for i in order], [raw[i] for i in order]
     notes = [f"{f.note()}: memory x{f.memory or 1:.3f}, speed x{f.speed or 1:.3f}"
              for f in sorted(used, key=lambda f: (f.gpu, f.method))]
     calibrated = dataclasses.replace(result, options=shown, excluded=excluded, notes=[*result.notes, *notes])
     if shown:
-        calibrated.why = explain.why(shown[0], shown, c.objective)
-        calibrated.why_not = explain.why_not(shown, excluded, c.objective, c.max_gpus)
+        calibrated.why = explain.why(shown[0], shown, c.optimize)
+        calibrated.why_not = explain.why_not(shown, excluded, c.optimize, c.max_gpus)
     return calibrated, dataclasses.replace(result, options=raw)
 
 

@@ -27,6 +27,8 @@ class FitOutcome:
     trainable_params: int = 0
     total_params: int = 0
     basis: str = ""
+    precompute_ref: bool = False  # dpo: reference log-probs computed before training instead of a frozen copy
+    note: str = ""  # why the fit chose what it did (dpo full: reference copy or precomputed)
 
 
 # The precision argument is the one the run will use on that GPU (estimate.policy.training_precision):

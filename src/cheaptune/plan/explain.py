@@ -156,7 +156,7 @@ def sanity(best: Option, ranked: list[Option]) -> list[Finding]:
     years = f" ({best.hours / 24 / 365:,.1f} years)" if best.hours > 24 * 365 else ""
     return [Finding("implausible-plan", f"the recommendation runs {best.hours / 24:,.1f} days{years} and costs "
                     f"${best.total:,.0f}: check --tokens/--epochs and the model; for a job this size allow more GPUs "
-                    f"(--max-gpus) or use --objective time{faster}")]
+                    f"(--max-gpus) or use --optimize time{faster}")]
 
 
 def listing(best: Option) -> list[Finding]:

@@ -98,7 +98,7 @@ def make_plan(
     notes = _notes(c, gpus, by_gpu, allowed)
     if multi_fit is not None:
         notes += _scale_out(c, w, gpus, allowed, shape, consts, multi_fit, feasible, excluded, skipped)
-    ranked = choose.rank(feasible, c.objective)
+    ranked = choose.rank(feasible, c.optimize)
     if skipped:
         notes.append(f"{sum(skipped.values())} candidates not estimated: even at their best case they rank below the top {c.top}")
     result = PlanResult(model_id, w, c, ranked, excluded, [], notes=notes)
@@ -110,9 +110,11 @@ def make_plan(
         err.result = result  # the CLI prints exclusions and advice from it
         raise err
     best = ranked[0]
-    result.why = explain.why(best, ranked, c.objective)
-    result.why_not = explain.why_not(ranked, excluded, c.objective, c.max_gpus)
-    result.high_end = explain.high_end(ranked, c.objective)
+    if best.details.get("reference"):  # dpo full: which reference the recommended option runs, and why
+        notes.append(best.details["reference"])
+    result.why = explain.why(best, ranked, c.optimize)
+    result.why_not = explain.why_not(ranked, excluded, c.optimize, c.max_gpus)
+    result.high_end = explain.high_end(ranked, c.optimize)
     result.hosted = hosted.compare(shape.params, w.train_tokens, best)
     result.audit = data_audit.audit(w, best, shape, consts, context_length)
     facts = _facts(best, ranked, w, c, context_length, offers, shape, consts, fit)
@@ -156,7 +158,7 @@ def _best_case(k: Candidate, c: Constraints, w: Workload, shape: ModelShape, con
     st = step_time(Job(shape, k.method, w.seq_len, micro, precision=precision_for(k.gpu)), k.gpu)
     one = micro * w.seq_len / st.parts["compute"]
     run_s = sum(startup_seconds(shape, w, consts).values()) + w.train_tokens / (one * k.gpus)
-    if c.objective == "time":
+    if c.optimize == "time":
         return run_s / SECONDS_PER_HOUR
     return k.nodes * min(compute_cost(run_s, o.price_per_hour, o.billing_unit_s, o.min_billed_s) for o in k.offers)
 
@@ -167,13 +169,13 @@ def _explore(cands: list[Candidate], known: list[Option], c: Constraints, w: Wor
     """Fit and price candidates from the best best-case up; stop fitting once a candidate's best case
     cannot reach the top N (of `known` and what this call found). This skips most memory simulations."""
     ordered = sorted(((_best_case(k, c, w, shape, consts), i, k) for i, k in enumerate(cands)), key=lambda t: t[:2])
-    metric = choose.rank_key(c.objective)
+    metric = choose.rank_key(c.optimize)
     feasible: list[Option] = []
     excluded: list[Exclusion] = []
     skipped: Counter = Counter()
     for bound, _, k in ordered:
         pool = known + feasible
-        if len(pool) >= c.top and bound > metric(choose.rank(pool, c.objective)[c.top - 1])[0]:
+        if len(pool) >= c.top and bound > metric(choose.rank(pool, c.optimize)[c.top - 1])[0]:
             skipped[k.method] += 1
             continue
         got = fitter(k)

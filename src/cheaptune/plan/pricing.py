@@ -16,7 +16,7 @@ from cheaptune.catalog.interruption import host_rate, rate_for
 from cheaptune.estimate import cost as money
 from cheaptune.estimate.scaling import Layout
 from cheaptune.estimate.spot import spot_overhead
-from cheaptune.estimate.throughput import Job, ModelShape, step_time
+from cheaptune.estimate.throughput import Job, ModelShape, reference_passes, step_time
 from cheaptune.plan.candidates import GpuFit, planned_micro, run_precision
 from cheaptune.plan.workload import Workload
 
@@ -107,7 +107,9 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
     fit, gpu, nodes = gf.fit, gf.gpu, gf.nodes
     micro, accum = planned_micro(fit.micro_batch, workload.effective_batch, gf.gpus)
     precision = precision_for(gpu)
-    job = Job(shape, gf.method, workload.seq_len, micro, fit.grad_ckpt, fit.trainable_params, accum, precision)
+    job = Job(shape, gf.method, workload.seq_len, micro, fit.grad_ckpt, fit.trainable_params, accum, precision,
+              objective=workload.objective,
+              reference=reference_passes(workload.objective, fit.precompute_ref, workload.epochs))
     sharding = (gf.sharding or "ddp") if gf.gpus > 1 else None
     st = step_time(job, gpu, Layout(gf.gpus_per_node, nodes, sharding, gf.offload, INTER_NODE_NETWORK))
     tokens_per_s = st.tokens_per_s
@@ -186,6 +188,7 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
             "checkpoint_bytes": arts.checkpoint_bytes,
             "trainable_params": fit.trainable_params,
             "memory_basis": fit.basis,
+            "reference": fit.note or None,
             "billed_overhead_usd": round(parts["compute"] - train_s / SECONDS_PER_HOUR * price * nodes, 4),
             "egress_merged_usd": round(money.egress_cost(arts.merged_bytes / money.BYTES_PER_GB, offer.egress_per_gb), 4),
             "egress_adapter_usd": round(money.egress_cost(arts.adapter_bytes / money.BYTES_PER_GB, offer.egress_per_gb), 4),

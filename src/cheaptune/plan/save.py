@@ -32,6 +32,7 @@ def settings_of(best: Option, r: PlanResult) -> TrainSettings:
         best.method, bool(getattr(best.spec, "bf16", True)), lora_r=lora_r, lora_alpha=2 * lora_r,
         micro_batch=best.micro_batch, grad_accum=best.grad_accum, grad_ckpt=best.grad_ckpt, seq_len=w.seq_len,
         epochs=w.epochs, gpus=best.total_gpus, sharding=best.sharding, checkpoint_minutes=best.checkpoint_minutes,
+        objective=w.objective, precompute_ref=bool(best.fit and best.fit.fit.precompute_ref),
     )
 
 

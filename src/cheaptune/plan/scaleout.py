@@ -68,8 +68,8 @@ def methods_needing(c: Constraints, feasible: list[Option], excluded: list[Exclu
             need[m] = "misses the deadline on one GPU"
         elif m not in served and kinds & {"memory", "hardware"}:
             need[m] = "fits no single GPU"
-        elif c.objective == "time":
-            need[m] = "more GPUs finish sooner (--objective time)"
+        elif c.optimize == "time":
+            need[m] = "more GPUs finish sooner (--optimize time)"
         else:
             need[m] = MAY_COST_LESS
     return need

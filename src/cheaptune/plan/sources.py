@@ -18,7 +18,7 @@ from cheaptune.plan.workload import Workload
 from cheaptune.util import atomic
 from cheaptune.util.paths import cache_dir
 
-FIT_CACHE_SCHEMA = 3  # 2: the peak is at the planned micro-batch; multi-GPU fits; 3: per precision
+FIT_CACHE_SCHEMA = 4  # 2: the peak is at the planned micro-batch; multi-GPU fits; 3: per precision; 4: objective
 DEFAULT_EXAMPLE_TOKENS = 512
 MAX_MICRO_BATCH = 64
 
@@ -59,17 +59,44 @@ def _outcome(req: Any, res: Any, effective_batch: int | None, gpus: int) -> FitO
     return FitOutcome(True, micro, res.grad_ckpt, e.device_total_bytes, e.trainable_params, e.total_params, e.basis)
 
 
-def _request(spec: Any, method: str, seq_len: int, lora_r: int, precision: str):
+def _request(spec: Any, method: str, seq_len: int, lora_r: int, precision: str, objective: str = "sft",
+             precompute_ref: bool = False):
     """The request a fit simulates: exactly what estimate.settings.TrainSettings.request() gives for the
     settings the plan file will store (so the plan's peak can be re-estimated byte for byte)."""
     from cheaptune.estimate.settings import for_gpu
 
-    settings = for_gpu(method, True, precision=precision, lora_r=lora_r, lora_alpha=2 * lora_r, seq_len=seq_len)
+    settings = for_gpu(method, True, precision=precision, lora_r=lora_r, lora_alpha=2 * lora_r, seq_len=seq_len,
+                       objective=objective, precompute_ref=precompute_ref)
     return settings.request(spec.id)
 
 
+def _reference_choice(fit_with, method: str, objective: str, epochs: float) -> FitOutcome:
+    """`fit_with(precompute_ref)`; for DPO full fine-tuning both ways, and the one to run, with why.
+
+    The frozen reference copy costs a second set of weights; precomputing costs one no-grad pass over the
+    data before training instead of one per epoch (estimate.throughput.reference_passes). Precompute when the
+    copy does not fit, or when it is cheaper: more than one epoch, or a larger micro-batch fits without the copy.
+    """
+    if objective != "dpo" or method != "full":
+        return fit_with(False)
+    copy, pre = fit_with(False), fit_with(True)
+    if not pre.fits:
+        return copy
+    if not copy.fits:
+        why = "the frozen reference copy does not fit, so its log-probs are precomputed before training"
+    elif epochs > 1:
+        why = f"precomputed reference log-probs score the data once instead of every one of {epochs:g} epochs"
+    elif pre.micro_batch > copy.micro_batch:
+        why = (f"without the frozen reference copy micro-batch {pre.micro_batch} fits (with it "
+               f"{copy.micro_batch}), so its log-probs are precomputed")
+    else:
+        return dataclasses.replace(copy, note="DPO reference: a frozen copy of the model (it fits, and "
+                                               "precomputing would not be faster in one epoch)")
+    return dataclasses.replace(pre, note=f"DPO reference: {why}")
+
+
 def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_micro_batch: int = 64,
-             effective_batch: int | None = None) -> FitFn:
+             effective_batch: int | None = None, objective: str = "sft", epochs: float = 1.0) -> FitFn:
     """A FitFn over estimate.memory.fit_micro_batch; when nothing fits, `peak_bytes` is the least it needs.
 
     Micro-batches beyond the effective batch buy nothing, so `max_micro_batch` caps the search (and its cost).
@@ -78,21 +105,26 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
     cap = max(1, min(max_micro_batch, MAX_MICRO_BATCH))
 
     def fit(method: str, mem: int, precision: str) -> FitOutcome:
-        key = _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, cap=cap, eb=effective_batch,
-                       p=precision)
+        def fit_with(pre: bool) -> FitOutcome:
+            key = _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, cap=cap, eb=effective_batch,
+                           p=precision, o=objective, pre=pre)
 
-        def compute() -> FitOutcome:
-            from cheaptune.estimate.memory import fit_micro_batch
+            def compute() -> FitOutcome:
+                from cheaptune.estimate.memory import fit_micro_batch
 
-            req = _request(spec, method, seq_len, lora_r, precision)
-            return _outcome(req, fit_micro_batch(req, mem, headroom=headroom, max_micro_batch=cap), effective_batch, 1)
+                req = _request(spec, method, seq_len, lora_r, precision, objective, pre)
+                res = fit_micro_batch(req, mem, headroom=headroom, max_micro_batch=cap)
+                return dataclasses.replace(_outcome(req, res, effective_batch, 1), precompute_ref=pre)
 
-        return _cached(key, compute)
+            return _cached(key, compute)
+
+        return _reference_choice(fit_with, method, objective, epochs)
 
     return fit
 
 
-def real_multi_fit(spec: Any, seq_len: int, headroom: float, lora_r: int, effective_batch: int) -> MultiFitFn:
+def real_multi_fit(spec: Any, seq_len: int, headroom: float, lora_r: int, effective_batch: int,
+                   objective: str = "sft", epochs: float = 1.0) -> MultiFitFn:
     """A MultiFitFn over estimate.sharding.fit_micro_batch_sharded: the per-GPU fit on `gpus` GPUs.
 
     Each GPU's share of the effective batch caps its micro-batch; the sharded estimate derives from the
@@ -100,18 +132,22 @@ def real_multi_fit(spec: Any, seq_len: int, headroom: float, lora_r: int, effect
 
     def fit(method: str, mem: int, gpus: int, sharding: str, offload: bool, precision: str) -> FitOutcome:
         cap = max(1, min(-(-effective_batch // gpus), MAX_MICRO_BATCH))
-        key = _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, eb=effective_batch, n=gpus,
-                       sh=sharding, off=offload, p=precision)
 
-        def compute() -> FitOutcome:
-            from cheaptune.estimate.sharding import fit_micro_batch_sharded
+        def fit_with(pre: bool) -> FitOutcome:
+            key = _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, eb=effective_batch, n=gpus,
+                           sh=sharding, off=offload, p=precision, o=objective, pre=pre)
 
-            req = _request(spec, method, seq_len, lora_r, precision)
-            res = fit_micro_batch_sharded(req, mem, gpus, sharding, offload, headroom, cap, dict(spec.config))
-            sharded = dataclasses.replace(req, gpus=gpus, sharding=sharding, offload=offload)
-            return _outcome(sharded, res, effective_batch, gpus)
+            def compute() -> FitOutcome:
+                from cheaptune.estimate.sharding import fit_micro_batch_sharded
 
-        return _cached(key, compute)
+                req = _request(spec, method, seq_len, lora_r, precision, objective, pre)
+                res = fit_micro_batch_sharded(req, mem, gpus, sharding, offload, headroom, cap, dict(spec.config))
+                sharded = dataclasses.replace(req, gpus=gpus, sharding=sharding, offload=offload)
+                return dataclasses.replace(_outcome(sharded, res, effective_batch, gpus), precompute_ref=pre)
+
+            return _cached(key, compute)
+
+        return _reference_choice(fit_with, method, objective, epochs)
 
     return fit
 
@@ -133,9 +169,10 @@ def load_catalog(prices: str = "cache") -> tuple[list[Any], list[Any]]:
 
 
 def build_workload(spec: Any, dataset: str | None, tokens: int | None, examples: int | None,
-                   avg_tokens: int | None, epochs: float, seq_len: int, effective_batch: int) -> Workload:
+                   avg_tokens: int | None, epochs: float, seq_len: int, effective_batch: int,
+                   objective: str = "sft") -> Workload:
     """Tokens from a dataset file (exact with a local tokenizer, else a labelled estimate) or from flags."""
-    common = {"epochs": epochs, "seq_len": seq_len, "effective_batch": effective_batch}
+    common = {"epochs": epochs, "seq_len": seq_len, "effective_batch": effective_batch, "objective": objective}
     given = sum(x is not None for x in (dataset, tokens, examples))
     if given > 1:
         raise BadInput("give one of: a dataset file, --tokens N, or --examples N --avg-tokens M")
@@ -146,7 +183,7 @@ def build_workload(spec: Any, dataset: str | None, tokens: int | None, examples:
         if not path.exists():
             raise BadInput(f"dataset {path} not found; pass a JSONL/CSV/Parquet file or use --tokens N")
         local = Path(spec.id) if Path(spec.id).is_dir() else None  # a local model folder has a tokenizer
-        tc = count_tokens(path, tokenizer=local)
+        tc = count_tokens(path, tokenizer=local, objective=objective)
         basis = f"counted ({tc.method})" if tc.exact else f"estimated ({tc.method})"
         return Workload(tc.tokens, examples=tc.examples, tokens_exact=tc.exact, tokens_basis=basis,
                         dataset_bytes=path.stat().st_size, lengths=tc.lengths, duplicates=tc.duplicates,

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from cheaptune.errors import BadInput
 from cheaptune.util.names import did_you_mean
 
-OBJECTIVES = ("cost", "time")
+OPTIMIZE = ("cost", "time")  # what the ranking minimises
+OBJECTIVES = ("sft", "dpo", "orpo")  # the training objective (estimate.policy.OBJECTIVES)
 SPOT_MODES = ("auto", "only", "never")
 AUTO_METHODS = ("full", "lora", "qlora")
 KNOWN_METHODS = ("full", "lora", "qlora", "dora")
@@ -29,6 +30,7 @@ class Workload:
     dataset_bytes: int = 0
     lengths: tuple[int, ...] = field(default=(), repr=False, compare=False)  # tokens per example, when counted
     duplicates: int = 0  # examples identical to an earlier one
+    objective: str = "sft"  # sft | dpo | orpo; for dpo/orpo tokens count both rows of each pair
 
     @property
     def train_tokens(self) -> float:
@@ -48,6 +50,8 @@ class Workload:
             raise BadInput(f"--seq-len must be at least 16; got {self.seq_len}")
         if self.effective_batch < 1:
             raise BadInput(f"--effective-batch must be >= 1; got {self.effective_batch}")
+        if self.objective not in OBJECTIVES:
+            raise BadInput(f"--objective must be one of {', '.join(OBJECTIVES)}; got {self.objective!r}")
         return self
 
 
@@ -64,14 +68,14 @@ class Constraints:
     community: bool = True
     max_gpus: int = 8  # GPUs in all (per node x nodes); more than one only where one GPU cannot serve
     headroom: float = 0.10
-    objective: str = "cost"
+    optimize: str = "cost"
     top: int = 8
     lora_r: int = 16
     gpus: tuple[str, ...] = field(default=())  # restrict to these canonical GPU names (empty: all)
 
     def validate(self) -> Constraints:
-        if self.objective not in OBJECTIVES:
-            raise BadInput(f"--objective must be one of {', '.join(OBJECTIVES)}; got {self.objective!r}")
+        if self.optimize not in OPTIMIZE:
+            raise BadInput(f"--optimize must be one of {', '.join(OPTIMIZE)}; got {self.optimize!r}")
         if self.spot not in SPOT_MODES:
             raise BadInput(f"--spot must be one of {', '.join(SPOT_MODES)}; got {self.spot!r}")
         if not 0 <= self.headroom < 0.9:
