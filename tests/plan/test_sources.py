@@ -27,11 +27,11 @@ def test_single_gpu_peak_is_at_the_planned_micro_batch(monkeypatch):
 
     monkeypatch.setattr(memory, "estimate_memory", fake_estimate)
     monkeypatch.setattr(memory, "fit_micro_batch", fit_mb)
-    out = real_fit(SPEC, 2048, 0.10, 16, 16, effective_batch=16)("lora", 80 * GIB)
+    out = real_fit(SPEC, 2048, 0.10, 16, 16, effective_batch=16)("lora", 80 * GIB, "bf16-mixed")
     # the largest fit is 7, so 3 accumulation steps of 6 make 16 (+2): the peak is the estimate at 6, not 7
     assert out.fits and out.micro_batch == 6 and out.peak_bytes == 16 * GIB
     assert seen == [16]
-    old = real_fit(SPEC, 2048, 0.10, 16, 16)("lora", 80 * GIB)  # without the effective batch: the largest
+    old = real_fit(SPEC, 2048, 0.10, 16, 16)("lora", 80 * GIB, "bf16-mixed")  # without the effective batch: the largest
     assert old.micro_batch == 7 and old.peak_bytes == 17 * GIB
 
 
@@ -42,7 +42,7 @@ def test_multi_gpu_peak_is_at_the_planned_per_gpu_micro_batch(monkeypatch):
 
     monkeypatch.setattr(memory, "estimate_memory", fake_estimate)
     monkeypatch.setattr(sharding, "fit_micro_batch_sharded", fit_sharded)
-    out = real_multi_fit(SPEC, 2048, 0.10, 16, 16)("full", 80 * GIB, 4, "fsdp", False)
+    out = real_multi_fit(SPEC, 2048, 0.10, 16, 16)("full", 80 * GIB, 4, "fsdp", False, "bf16-true")
     # per GPU 4 sequences; the largest fit 3 means 2 steps of 2
     assert out.fits and out.grad_ckpt and out.micro_batch == 2
     assert out.peak_bytes == (10 * GIB) // 4 + 2 * GIB
