@@ -303,7 +303,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     from cheaptune.util import atomic
 
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(a.out, json.dumps(stamp(result), indent=2) + "\n")
+    result = stamp(result)
+    atomic.write_text(a.out, json.dumps(result, indent=2) + "\n")
     for m in models:
         print(f"{m['model']}: cheaptune / trl defaults = {m['ratio']['trl_default']:.2f}x, "
               f"cheaptune / HF Trainer group_by_length = {m['ratio']['hf_grouped']:.2f}x (medians of {a.runs})")
