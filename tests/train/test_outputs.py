@@ -58,7 +58,7 @@ def test_lora_outputs_summary_merge_samples_registry(tiny_model_dir, chat_file, 
 
 def test_budget_cap_exits_10_after_a_checkpoint(tiny_model_dir, chat_file, tmp_path, run_cli):
     out = tmp_path / "out"
-    code, _, err = run_cli(*_args(tiny_model_dir, chat_file, out, "--price-per-hour", "1000000", "--budget", "0.5"))
+    code, _, err = run_cli(*_args(tiny_model_dir, chat_file, out, "--price-per-hour", "100000", "--budget", "0.05"))
     assert code == 10, err
     assert "budget" in err and len(err.strip().splitlines()[-1]) > 0
     saved = ck.list_checkpoints(out)
