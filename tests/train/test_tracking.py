@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,10 @@ def test_wandb_offline_run_has_our_figures(tiny_model_dir, chat_file, tmp_path, 
 
     wandb.finish()  # in-process run: flush what the CLI's exit would
     (log,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
-    steps = [h for h in read_wandb_history(log) if "train/loss" in h]
+    # wandb's writer is a separate service process that flushes on its own schedule: wait for the rows
+    deadline = time.monotonic() + 60
+    while not (steps := [h for h in read_wandb_history(log) if "train/loss" in h]) and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert [h["train/global_step"] for h in steps] == [1, 2]
     for key in OURS:
         assert all(f"train/{key}" in h for h in steps), key

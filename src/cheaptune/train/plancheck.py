@@ -28,12 +28,13 @@ def _new_peak(cfg: Any, plan: Any) -> tuple[int | None, str]:
         return None, str(err).splitlines()[0]
 
 
-def check_plan_overrides(cfg: Any, plan_path: str | Path, force: bool = False, out=sys.stderr) -> int | None:
+def check_plan_overrides(cfg: Any, plan_path: str | Path, force: bool = False, out=None) -> int | None:
     """Warn about every plan setting the config replaced; returns the re-estimated peak (None if nothing
     that changes memory was replaced). BadInput when the new peak exceeds the planned GPU's memory."""
     changed = getattr(cfg, "_plan_overrides", {})
     if not changed:
         return None
+    out = out or sys.stderr  # looked up now: a test or caller may have replaced sys.stderr since import
     from cheaptune.plan.planfile import load
 
     plan = load(plan_path)
