@@ -14,7 +14,7 @@ from trl.experimental.orpo import ORPOConfig, ORPOTrainer
 
 from cheaptune.train.config import TrainConfig
 from cheaptune.train.methods import Precision
-from cheaptune.train.trainer import AtomicCheckpoints, trainer_args
+from cheaptune.train.trainer import AtomicCheckpoints, atomic_trainer, trainer_args
 
 
 class AtomicDPOTrainer(AtomicCheckpoints, DPOTrainer):
@@ -56,13 +56,5 @@ def build_preference_trainer(cfg: TrainConfig, prec: Precision, model: Any, toke
                              eval_ds: Any, fmt: str, callbacks: list[Any]) -> AtomicDPOTrainer | AtomicORPOTrainer:
     """The trainer for cfg.objective (dpo | orpo); same signature as trainer.build_trainer."""
     cls = AtomicDPOTrainer if cfg.objective == "dpo" else AtomicORPOTrainer
-    return cls(
-        model=model,
-        args=preference_config(cfg, prec, eval_ds is not None),
-        train_dataset=train_ds,
-        eval_dataset=eval_ds,
-        processing_class=tokenizer,
-        callbacks=callbacks,
-        checkpoint_root=cfg.checkpoint_root,
-        keep_last=cfg.save_total_limit,
-    )
+    args = preference_config(cfg, prec, eval_ds is not None)
+    return atomic_trainer(cls, cfg, args, model, tokenizer, train_ds, eval_ds, callbacks)

@@ -109,10 +109,10 @@ def trainer_args(cfg: TrainConfig, prec: Precision, has_eval: bool) -> dict[str,
     )
 
 
-def build_trainer(cfg: TrainConfig, prec: Precision, model: Any, tokenizer: Any, train_ds: Any,
-                  eval_ds: Any, fmt: str, callbacks: list[Any]) -> AtomicSFTTrainer:
-    args = sft_config(cfg, prec, fmt, eval_ds is not None)
-    return AtomicSFTTrainer(
+def atomic_trainer(cls: type, cfg: TrainConfig, args: Any, model: Any, tokenizer: Any, train_ds: Any,
+                   eval_ds: Any, callbacks: list[Any]) -> Any:
+    """A trl trainer class with AtomicCheckpoints, built the same way for every objective."""
+    return cls(
         model=model,
         args=args,
         train_dataset=train_ds,
@@ -122,3 +122,9 @@ def build_trainer(cfg: TrainConfig, prec: Precision, model: Any, tokenizer: Any,
         checkpoint_root=cfg.checkpoint_root,
         keep_last=cfg.save_total_limit,
     )
+
+
+def build_trainer(cfg: TrainConfig, prec: Precision, model: Any, tokenizer: Any, train_ds: Any,
+                  eval_ds: Any, fmt: str, callbacks: list[Any]) -> AtomicSFTTrainer:
+    args = sft_config(cfg, prec, fmt, eval_ds is not None)
+    return atomic_trainer(AtomicSFTTrainer, cfg, args, model, tokenizer, train_ds, eval_ds, callbacks)
