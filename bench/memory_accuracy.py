@@ -34,6 +34,10 @@ TRAINER = {
     # resource-tables.md header: "Bitsandbytes 0.41.1", before the 0.43.2 fix (estimate/profiles.py)
     "litgpt": ("litgpt", {"bnb_keeps_input": True}),
     "torchtune": ("torchtune", {}),
+    # torchtune 0.1 (April 2024 tutorials): TransformerDecoder returned self.output(h).float() (torchtune@ff594c231
+    # torchtune/modules/transformer.py L210) and the recipe ran torch.nn.CrossEntropyLoss on those full fp32 logits
+    # (recipes/lora_finetune_single_device.py L447-453), the loss the chunked one replaced later
+    "torchtune-0.1": ("torchtune", {"loss": "hf"}),
     "hf-peft": ("hf", {"lora_dropout": 0.0}),  # method_comparison configs: lora_dropout 0.0
     "hf-trainer": ("hf", {}),
 }
@@ -42,10 +46,13 @@ FITTED = {"P1", "P2", "P3", "P4", "P5", "P7", "P9"}
 HELD_OUT = ("config_hub/finetune", "Performance-Comparison")
 WHY = {
     "litgpt": "simulated with --trainer litgpt (bf16-true, LoRA dropout 0.05, chunked bf16 loss with the logits chunks "
-              "held, bitsandbytes 0.41.1 keeping each 4-bit matmul's input); litgpt's own model code (fused qkv, RoPE "
-              "copies) is stood in by the HF class of the same shape",
+              "held, bitsandbytes 0.41.1 keeping each 4-bit matmul's input, torch's fused tanh-GELU for phi); litgpt's own model "
+              "code (fused qkv, RoPE copies, mask-free causal attention) is stood in by the HF class of the same shape",
     "torchtune": "simulated with --trainer torchtune (bf16, chunked fp32 loss); torch.compile and torchao NF4 are not "
                  "simulated, so compiled rows read HIGH",
+    "torchtune-0.1": "torchtune's April 2024 tutorials: --trainer torchtune with --loss hf (full fp32 logits, as "
+                     "torchtune 0.1 ran); QLoRA's peak reserved already held 9.13 GB at model init (load-time peak kept "
+                     "by the caching allocator, qlora_finetune.rst), which the step simulation does not hold",
     "hf-peft": "PEFT MetaMathQA: --trainer hf (fp32 logits over Llama-3.2's 128k vocabulary); its peak reserved also "
                "includes eval/generation and batches padded to the longest sample, so we expect to be somewhat LOW",
 }

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate.memory import EstimateRequest, estimate_memory
@@ -75,3 +76,31 @@ def test_cli_estimate_config_and_trainer(run_cli, tiny_cfg, tmp_path):
     code, _, err = run_cli("estimate", "--model", str(model), "--method", "lora", "--micro-batch", "1",
                            "--seq-len", "32", "--trainer", "nemo")
     assert code == 2 and "nemo" in err
+
+
+def _tiny_phi():
+    from transformers import PhiConfig
+
+    return PhiConfig(hidden_size=64, intermediate_size=256, num_attention_heads=4, num_hidden_layers=2,
+                     vocab_size=128, max_position_embeddings=256, hidden_act="gelu_new")
+
+
+def test_litgpt_runs_torchs_fused_gelu_where_hf_phi_runs_a_python_one(make_request):
+    from cheaptune.estimate.build import instantiate_on_meta
+    from cheaptune.estimate.profiles import apply_model_quirks
+    from cheaptune.estimate.simulate import simulate
+
+    model = instantiate_on_meta(_tiny_phi())
+    assert apply_model_quirks(model, "cheaptune") == 0
+    assert apply_model_quirks(model, "litgpt") == 2  # one activation per block
+    acts = [m for m in model.modules() if isinstance(m, torch.nn.GELU)]
+    assert len(acts) == 2 and all(m.approximate == "tanh" for m in acts)
+    # the fused kernel keeps only its input: the simulated step holds less than with the Python GELU
+    cfg = _tiny_phi()
+    kw = dict(method="lora", lora_targets="qv", precision="bf16-true", micro_batch=2, seq_len=128, loss="hf")
+    litgpt = simulate(make_request(cfg, trainer="litgpt", **kw), cfg)
+    python_gelu = dataclasses.replace(get_profile("litgpt"), fused_gelu=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(_profiles(), "litgpt", python_gelu)
+        unfused = simulate(make_request(cfg, trainer="litgpt", **kw), cfg)
+    assert litgpt.breakdown["activations"] < unfused.breakdown["activations"]

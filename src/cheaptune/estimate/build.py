@@ -14,7 +14,7 @@ import torch
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate.policy import FUSED_HEAD_OUTPUTS, Policy, set_adapter_dtype
-from cheaptune.estimate.profiles import get_profile
+from cheaptune.estimate.profiles import apply_model_quirks, get_profile
 
 LAYER_LIST_KEYS = ("layer_types", "mlp_only_layers")
 
@@ -122,6 +122,7 @@ def check_quantized(model, label: str) -> None:
 def build_on_meta(req, policy: Policy, cfg) -> Built:
     """Model with the method applied, still on meta; trainable flags as the trainer sets them."""
     model = instantiate_on_meta(cfg, policy.base_dtype, req.attn)
+    apply_model_quirks(model, getattr(req, "trainer", None))
     quantized = req.method == "qlora"
     if quantized:
         _replace_with_nf4(model, req)

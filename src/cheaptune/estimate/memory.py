@@ -33,7 +33,7 @@ from cheaptune.estimate.sharding import check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
-ESTIMATOR_VERSION = "3"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps
+ESTIMATOR_VERSION = "4"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU
 PEFT_METHODS = ("lora", "qlora", "dora")
 
 

@@ -43,6 +43,7 @@ class Profile:
     qlora_adapter_dtype: str | None = None
     grad_ckpt: bool = False
     mixed_fp32: bool = False
+    fused_gelu: bool = False
     not_simulated: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -95,3 +96,26 @@ def profile_policy(req) -> Policy:
         if prof.kbit_prep and policy.autocast is None:  # fp32 norms/embeddings need autocast to run at all
             policy = dataclasses.replace(policy, autocast=policy.base)
     return policy
+
+
+# transformers' Python GELUs: each elementwise op keeps its own operand for backward (three extra tensors of
+# the MLP width per token for NewGELUActivation), where torch's fused gelu keeps only its input
+_PYTHON_GELUS = ("NewGELUActivation", "FastGELUActivation", "GELUTanh")
+
+
+def apply_model_quirks(model, trainer: str | None) -> int:
+    """Swap what the trainer's own model code runs differently from the HF class; returns modules swapped.
+
+    fused_gelu: the trainer calls torch.nn.functional.gelu(approximate="tanh") where the HF class runs a
+    Python tanh-GELU (phi's gelu_new), so the simulated block saves what the trainer's block saves."""
+    if not get_profile(trainer).fused_gelu:
+        return 0
+    import torch
+
+    swapped = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child).__name__ in _PYTHON_GELUS:
+                setattr(parent, name, torch.nn.GELU(approximate="tanh"))
+                swapped += 1
+    return swapped
