@@ -44,6 +44,10 @@ def launch(
     disk_gib: int = typer.Option(None, "--disk-gib", callback=bounded(15, 10**5),
                                  help="Disk size in GiB (default: from model, dataset, checkpoints)."),
     max_hourly_cost: float = typer.Option(None, "--max-hourly-cost", help="Cap SkyPilot's instance price (USD/h)."),
+    watch: bool = typer.Option(False, "--watch", help="Follow the managed job to its end; out of memory (train's exit 11) "
+                               "re-launches it on the plan's next larger GPU, resuming from the same bucket."),
+    max_failovers: int = typer.Option(2, "--max-failovers", callback=bounded(0, 10),
+                                      help="With --watch: how many times to move to a larger GPU."),
     status: bool = typer.Option(False, "--status", help="Show managed jobs (or the job given with --job)."),
     cancel: int = typer.Option(None, "--cancel", help="Cancel this managed job id."),
     job: int = typer.Option(None, "--job", help="Job id for --status."),
@@ -51,7 +55,8 @@ def launch(
 ) -> None:
     """Launch a plan on the cheapest cloud GPU through SkyPilot; checkpoints go to a bucket so spot jobs resume.
 
-    Exit codes: 0 launched, 2 bad input or no cloud enabled (run `sky check`), 3 over budget.
+    Exit codes: 0 launched (with --watch: finished), 2 bad input or no cloud enabled (run `sky check`), 3 over
+    budget; with --watch also 10 stopped at the budget cap and 11 out of memory with no larger offer left.
     """
     import math
 
@@ -103,7 +108,19 @@ def launch(
             typer.echo(f"secrets passed at launch: {', '.join(info['secrets_set']) or 'none'}; "
                        f"not set here: {', '.join(info['secrets_unset']) or 'none'}")
         return
+    if watch and cluster:
+        raise BadInput("--watch follows managed jobs; drop --cluster (a cluster is followed with `sky status`)")
     info = launcher.launch(plan_obj, opts, backend, out)
+    if watch:
+        from cheaptune.launch.watch import watch as follow
+
+        typer.echo(f"launched {info['name']} as managed job {info['job_id']}; watching it", err=True)
+        info = follow(plan_obj, opts, backend, info, max_failovers=max_failovers, out=out)
+        if not as_json:
+            moved = len(info["failovers"])
+            typer.echo(f"managed job {info['job_id']} ({info['name']}) {info['final'].lower()}"
+                       f"{f' after {moved} failover(s) to a larger GPU' if moved else ''}; run {info['run_id']}")
+            return
     if as_json:
         emit_json(info)
         return

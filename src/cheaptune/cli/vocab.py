@@ -35,7 +35,7 @@ EXIT_MEANINGS = {0: "done", 2: "bad input (one line on stderr says what to fix)"
                  10: "stopped at the budget or time cap (resumable)", 11: "out of GPU memory after every fallback "
                  "(a larger GPU resumes it)", 143: "preempted or interrupted (run again to resume)"}
 # The codes each command can end with (errors.py maps exceptions to them); the rest: 0 and 2.
-EXIT_CODES: dict[str, tuple[int, ...]] = {"plan": (0, 2, 3), "launch": (0, 2, 3), "train": (0, 2, 3, 10, 11, 143),
+EXIT_CODES: dict[str, tuple[int, ...]] = {"plan": (0, 2, 3), "launch": (0, 2, 3, 10, 11), "train": (0, 2, 3, 10, 11, 143),
                                           "version": (0,)}
 
 

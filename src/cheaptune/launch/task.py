@@ -101,8 +101,13 @@ def _resources(plan: PlanFile, sel: Selection, staged: Staged, opts: LaunchOptio
     return res
 
 
+def bucket_of(opts: LaunchOptions, name: str) -> str:
+    """The checkpoint bucket: --bucket, else one named after the task (so a relaunch finds its checkpoints)."""
+    return opts.bucket or f"cheaptune-ckpt-{name}"
+
+
 def _bucket_mount(opts: LaunchOptions, name: str) -> dict:
-    bucket = opts.bucket or f"cheaptune-ckpt-{name}"
+    bucket = bucket_of(opts, name)
     key = "source" if "://" in bucket else "name"
     return {key: bucket, "mode": opts.bucket_mode, "persistent": True}
 
