@@ -28,8 +28,9 @@ def plan_command(
     effective_batch: int | None = typer.Option(None, "--effective-batch", callback=bounded(1, 2**20), help="Sequences per optimiser step (default 16)."),
     method: str | None = typer.Option(None, "--method", help="auto (full, lora, qlora; the default) or a comma list: full,lora,qlora,dora."),
     lora_r: int | None = typer.Option(None, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank for adapter methods (default 16)."),
-    config: Path | None = typer.Option(None, "--config", help="Plan the run an Axolotl, LLaMA-Factory or litgpt YAML "
-                                       "config describes (flags given win over its keys)."),
+    config: Path | None = typer.Option(None, "--config", help="Plan the run a cheaptune, Axolotl, LLaMA-Factory or "
+                                       "litgpt YAML config describes (flags given win over its keys); with --save, "
+                                       "sized as `cheaptune train` runs it."),
     trainer: str | None = typer.Option(None, "--trainer", help="With --config: whose training step to size (default: "
                                        "the config's trainer; cheaptune for what `cheaptune train` runs)."),
     budget: float | None = typer.Option(None, "--budget", callback=bounded(0, 1e9, above=True), help="Most you will spend, USD."),
@@ -81,10 +82,7 @@ def plan_command(
     if config is not None:
         from cheaptune.plan.config_run import read_run
 
-        if save is not None:
-            raise BadInput("--save with --config: the plan file is for `cheaptune train`, which reads the config "
-                           "itself; run `cheaptune train CONFIG`, or plan without --config to save a plan")
-        foreign = read_run(config, trainer, model=model_opt or model_arg, seq_len=seq_len, lora_r=lora_r, epochs=epochs,
+        foreign = read_run(config, trainer, save is not None, model=model_opt or model_arg, seq_len=seq_len, lora_r=lora_r, epochs=epochs,
                        effective_batch=effective_batch)
         model, seq_len, lora_r = str(foreign.request.model), foreign.request.seq_len, foreign.request.lora_r
         epochs, effective_batch, method = foreign.epochs, foreign.effective_batch, method or foreign.request.method
@@ -150,12 +148,13 @@ def plan_command(
     if foreign is not None:
         from cheaptune.plan.config_run import notes
 
-        result.notes += notes(foreign)
+        result.notes += notes(foreign, result.recommended)
     shown, result = _calibrated(result, no_calibration)
     _show(shown, as_json, markdown, render, wide)
     if save is not None:
         data = str(Path(dataset).resolve()) if dataset else None
-        planfile.save(to_planfile(result, loadable_name(model, spec), data, label=model), save)
+        planfile.save(to_planfile(result, loadable_name(model, spec), data, label=model,
+                                  fields=foreign.settings if foreign else None), save)
         if not as_json:
             typer.echo(f"plan saved to {save}", err=True)
 

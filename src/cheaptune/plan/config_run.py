@@ -14,7 +14,7 @@ from typing import Any
 
 from cheaptune.errors import BadInput
 from cheaptune.plan.candidates import FitFn, FitOutcome
-from cheaptune.plan.foreign_config import ForeignConfig, request_for
+from cheaptune.plan.foreign_config import OPTIM, ForeignConfig, axolotl_keys, detect, request_for
 from cheaptune.util.yamlfile import read_mapping
 
 # Defaults when a config leaves a time key unset, per trainer: axolotl src/axolotl/utils/schemas/config.py
@@ -29,12 +29,16 @@ LITGPT_GLOBAL_BATCH = 128
 class ConfigRun:
     """The config's run: the estimator's request, and how many sequences over how many epochs."""
 
-    config: ForeignConfig
+    config: ForeignConfig | None  # None: a cheaptune config, read as `cheaptune train` reads it
     request: Any  # EstimateRequest; precision None: the trainer's default
     epochs: float
     effective_batch: int  # sequences per optimizer step (micro-batch x accumulation)
     max_steps: int | None  # optimizer steps, when the config caps them
     dataset: str | None  # a local dataset file the config names
+    # Sized for cheaptune's trainer (a cheaptune config, or `--save`): the TrainSettings fields `cheaptune train`
+    # runs from this config, less the method (the plan's) and the precision unless the config fixes it.
+    settings: dict[str, Any] | None = None
+    said: tuple[str, ...] = ()  # how the config was read for cheaptune's trainer, one line each
 
 
 def _number(raw: dict, key: str, default: float, path, kind=float) -> float:
@@ -46,13 +50,19 @@ def _number(raw: dict, key: str, default: float, path, kind=float) -> float:
     return kind(value)
 
 
-def read_run(path: str | Path, trainer: str | None = None, **flags: Any) -> ConfigRun:
+def read_run(path: str | Path, trainer: str | None = None, own: bool = False, **flags: Any) -> ConfigRun:
     """The run `path` describes; one BadInput line for an unknown or contradictory key. `flags` given
     (not None) win over the config, as in `estimate --config`: model, seq_len, lora_r, epochs,
-    effective_batch."""
+    effective_batch. `own`: size the run `cheaptune train` makes of it (what a saved plan runs)."""
+    raw = read_mapping(path, "config", "pass a cheaptune, Axolotl, LLaMA-Factory or litgpt YAML config")
+    kind = _kind(raw, trainer)
+    if own and trainer is not None and kind != "cheaptune":
+        raise BadInput(f"--save sizes the run `cheaptune train` makes of the config, not {kind}'s; drop --trainer "
+                       f"{trainer}, or plan without --save to size {kind}'s run")
+    if kind == "cheaptune":
+        return _own_run(path, flags)
     given = {k: flags.get(k) for k in ("model", "seq_len", "lora_r")}
     req, fc = request_for(str(path), trainer, given, {})
-    raw = read_mapping(path, "config", "pass an Axolotl, LLaMA-Factory or litgpt YAML config")
     if req.gpus > 1:
         raise BadInput(f"{path}: devices {req.gpus}: plan --config sizes one GPU; set devices: 1, or plan the model "
                        "without --config to compare multi-GPU layouts")
@@ -75,17 +85,100 @@ def read_run(path: str | Path, trainer: str | None = None, **flags: Any) -> Conf
     if flags.get("epochs") is not None:
         epochs, steps = flags["epochs"], None
     batch = flags.get("effective_batch") or batch
-    return ConfigRun(fc, req, epochs, batch, steps, _local_dataset(raw, path))
-
-
-def _local_dataset(raw: dict, path) -> str | None:
-    """Axolotl's first `datasets` entry when it is a file beside the config (hub datasets need --tokens)."""
     entries = raw.get("datasets") or []
     first = entries[0].get("path") if entries and isinstance(entries[0], dict) else None
+    settings, said = None, ()
+    if own:  # Axolotl's keys are read by `cheaptune train` itself; the others through the estimate's mapping
+        settings, said = _train_fields(path, flags)[1:] if fc.trainer == "axolotl" else (_request_fields(req), ())
+    return ConfigRun(fc, req, epochs, batch, steps, _local_dataset(first, path), settings, tuple(said))
+
+
+def _kind(raw: dict, trainer: str | None) -> str:
+    """Whose config this is: --trainer, else by its keys; cheaptune's when no other trainer's keys are found
+    or it uses keys only cheaptune reads (method, precision, objective, ...)."""
+    if trainer is not None:
+        from cheaptune.estimate.profiles import get_profile
+
+        return get_profile(trainer).name
+    found = detect(raw)
+    if found is None:
+        return "cheaptune"
+    if found == "axolotl":
+        from cheaptune.train.config import known_keys
+
+        if set(raw) & (known_keys() - axolotl_keys()):
+            return "cheaptune"
+    return found
+
+
+def _train_fields(path, flags: dict[str, Any]) -> tuple[Any, dict[str, Any], list[str]]:
+    """(TrainConfig, settings fields, notes): the config as `cheaptune train` reads it, flags winning. An
+    optimizer the estimator does not name is planned as the one with the same state (said in a note)."""
+    from cheaptune.estimate.policy import hf_optim
+    from cheaptune.train.config import build
+    from cheaptune.train.methods import asked_precision
+    from cheaptune.train.settings import from_config, our_optimizer
+
+    cfg = build(path, None, {"base_model": flags.get("model"), "sequence_len": flags.get("seq_len"),
+                             "lora_r": flags.get("lora_r"), "num_epochs": flags.get("epochs")})
+    said: list[str] = []
+    if our_optimizer(cfg.optimizer) is None:
+        ours = OPTIM.get(str(cfg.optimizer))
+        if ours is None:
+            raise BadInput(f"{path}: optimizer {cfg.optimizer!r} cannot be planned; use adamw_torch_fused, "
+                           "adamw_bnb_8bit, paged_adamw_8bit, sgd or adafactor")
+        said.append(f"optimizer {cfg.optimizer} is planned and saved as {hf_optim(ours)} (the same optimizer "
+                    "state; what `train --plan` runs)")
+        cfg = cfg.model_copy(update={"optimizer": hf_optim(ours)})
+    fixed = asked_precision(cfg)
+    drop = {"method", "grad_accum", "epochs", "gpus", "sharding", "checkpoint_minutes", "loss", "objective",
+            "precompute_ref", *(() if fixed else ("precision",))}
+    return cfg, from_config(cfg, fixed or "fp32").model_dump(exclude=drop), said
+
+
+def _request_fields(req: Any) -> dict[str, Any]:
+    """Settings fields from another trainer's request: the same model, adapter, batch and kernels, run by
+    cheaptune's trainer (its loss; its precision for the GPU unless the config fixes one)."""
+    fields = {"quant": req.quant, "optimizer": req.optimizer, "lora_r": req.lora_r, "lora_alpha": req.lora_alpha,
+              "lora_targets": req.lora_targets, "micro_batch": req.micro_batch, "grad_ckpt": req.grad_ckpt,
+              "attn": req.attn, "seq_len": req.seq_len}
+    return {**fields, "precision": req.precision} if req.precision else fields
+
+
+def _own_run(path, flags: dict[str, Any]) -> ConfigRun:
+    """A cheaptune config: the run `cheaptune train` makes of it, sized with cheaptune's trainer."""
+    import dataclasses
+
+    cfg, fields, said = _train_fields(path, flags)
+    said = [*cfg.foreign_notes("config keys"), *said]
+    if not cfg.base_model:
+        raise BadInput(f"{path}: base_model is missing; set it to the model to train, or pass --model")
+    req = dataclasses.replace(own_settings(fields, cfg.method, "fp32").request(cfg.base_model),
+                              precision=fields.get("precision"))
+    steps = cfg.max_steps if cfg.max_steps > 0 and flags.get("epochs") is None else None
+    batch = flags.get("effective_batch") or cfg.micro_batch_size * cfg.gradient_accumulation_steps
+    first = cfg.datasets[0].path if cfg.datasets else None
+    return ConfigRun(None, req, cfg.num_epochs, batch, steps, _local_dataset(first, path), fields, tuple(said))
+
+
+def own_settings(fields: dict[str, Any], method: str, gpu_precision: str, **planned: Any):
+    """The TrainSettings cheaptune's trainer runs for `method` on a GPU trained at `gpu_precision` (the
+    config's own precision wins), with the planner's choices (`planned`) over the config's."""
+    from cheaptune.estimate.settings import TrainSettings
+
+    kept = {k: v for k, v in fields.items() if k != "quant" or method == "qlora"}
+    return TrainSettings(**{"precision": gpu_precision, **kept, **planned, "method": method})
+
+
+def _local_dataset(first: str | None, path) -> str | None:
+    """The first dataset as `cheaptune train` opens it (from the working folder), else beside the config;
+    None for a hub dataset (then --data or --tokens)."""
     if not first:
         return None
-    local = Path(path).parent / str(first)
-    return str(local) if local.is_file() else None
+    for local in (Path(str(first)), Path(path).parent / str(first)):
+        if local.is_file():
+            return str(local.resolve())
+    return None
 
 
 def epochs_for(run: ConfigRun, tokens: int, seq_len: int) -> float:
@@ -98,16 +191,19 @@ def epochs_for(run: ConfigRun, tokens: int, seq_len: int) -> float:
 
 def config_fit(run: ConfigRun, headroom: float) -> FitFn:
     """A FitFn for exactly the config's run: its peak on each GPU at its own micro-batch; a GPU is kept
-    when that peak leaves `headroom` free. Without an explicit precision cheaptune's own trainer takes
-    the GPU's, another trainer its profile's default (what it would run)."""
+    when that peak leaves `headroom` free. Sized for cheaptune's trainer (`run.settings`), the settings a
+    saved plan stores; else without an explicit precision another trainer takes its profile's default."""
     from cheaptune.estimate.memory import estimate_memory
 
     base = run.request
 
     def fit(method: str, mem: int, precision: str) -> FitOutcome:
-        own = base.precision or (precision if base.trainer == "cheaptune" else None)
-        quant = base.quant if method == "qlora" else None
-        est = estimate_memory(dataclasses.replace(base, method=method, precision=own, quant=quant))
+        if run.settings is not None:
+            est = estimate_memory(own_settings(run.settings, method, precision).request(base.model))
+        else:
+            own = base.precision or (precision if base.trainer == "cheaptune" else None)
+            quant = base.quant if method == "qlora" else None
+            est = estimate_memory(dataclasses.replace(base, method=method, precision=own, quant=quant))
         fits = est.device_total_bytes <= mem * (1 - headroom)
         return FitOutcome(fits, base.micro_batch if fits else 0, base.grad_ckpt, est.device_total_bytes,
                           est.trainable_params, est.total_params, est.basis)
@@ -115,17 +211,26 @@ def config_fit(run: ConfigRun, headroom: float) -> FitFn:
     return fit
 
 
-def notes(run: ConfigRun) -> list[str]:
-    """What the plan took from the config and what it left out, once each."""
+def notes(run: ConfigRun, best: Any = None) -> list[str]:
+    """What the plan took from the config and what it left out, once each; sized for cheaptune's trainer
+    from another trainer's config, a line when that trainer's own step peaks differently on `best`."""
     from cheaptune.plan.foreign_config import time_keys
 
     req, fc = run.request, run.config
-    out = [f"sized as {fc.trainer} runs the config: micro-batch {req.micro_batch}, "
+    who = "cheaptune train" if run.settings is not None else fc.trainer
+    out = [f"sized as {who} runs the config: micro-batch {req.micro_batch}, "
            f"{run.effective_batch} sequences per step, {run.epochs:g} epochs"
-           + (f" or {run.max_steps} steps, whichever is first" if run.max_steps else "")]
+           + (f" or {run.max_steps} steps, whichever is first" if run.max_steps else ""), *run.said]
+    if fc is None:
+        return out
     skipped = [k for k in fc.ignored if k not in time_keys(fc.trainer)]
     if skipped:
         out.append(f"config keys ignored (no change to memory, time or cost): {', '.join(skipped)}")
     if fc.named:
         out.append(f"config keys not modelled (they change the run): {', '.join(fc.named)}")
+    if run.settings is not None and best is not None:
+        theirs = config_fit(dataclasses.replace(run, settings=None), 0.0)(best.method, best.gpu_memory_bytes, "")
+        if theirs.peak_bytes != best.peak_vram_bytes:
+            out.append(f"peak {best.peak_vram_bytes / 2**30:.2f} GiB on the {best.gpu} is cheaptune's trainer (what "
+                       f"`train --plan` runs); {fc.trainer} would peak at {theirs.peak_bytes / 2**30:.2f} GiB")
     return out

@@ -154,6 +154,19 @@ def _precision(bf16, fp16, path, pure_bf16: bool = False) -> str | None:
     return None  # bf16: true | auto | unset: the trainer profile's default
 
 
+AXOLOTL_MAPPED = frozenset({
+    "base_model", "adapter", "load_in_4bit", "load_in_8bit", "lora_target_linear", "lora_target_modules",
+    "flash_attention", "eager_attention", "attn_implementation", "sdp_attention", "plugins", "sequence_len",
+    "micro_batch_size", "gradient_checkpointing", "gradient_checkpointing_kwargs", "bf16", "fp16", "optimizer",
+    "liger_fused_linear_cross_entropy", "lora_r", "lora_alpha", "lora_dropout"})
+
+
+def axolotl_keys() -> frozenset[str]:
+    """Every key the Axolotl reader knows (mapped, ignored, time, named): a key outside it is cheaptune's own."""
+    spec = _keys()["axolotl"]
+    return AXOLOTL_MAPPED | {*spec["ignored"], *spec.get("time", ()), *spec["named"], *TRAINED_OWN_WAY}
+
+
 def _axolotl(raw: dict, path) -> tuple[set, dict]:
     adapter = raw.get("adapter")
     if raw.get("load_in_8bit") and raw.get("load_in_4bit"):
@@ -177,11 +190,7 @@ def _axolotl(raw: dict, path) -> tuple[set, dict]:
     if method != "full":
         req.update(lora_r=raw.get("lora_r", 8), lora_alpha=raw.get("lora_alpha", 16),
                    lora_dropout=raw.get("lora_dropout"), lora_targets=targets or "qv")
-    mapped = {"base_model", "adapter", "load_in_4bit", "load_in_8bit", "lora_target_linear", "lora_target_modules",
-              "flash_attention", "eager_attention", "attn_implementation", "sdp_attention", "plugins", "sequence_len",
-              "micro_batch_size", "gradient_checkpointing", "gradient_checkpointing_kwargs", "bf16", "fp16",
-              "optimizer", "liger_fused_linear_cross_entropy", "lora_r", "lora_alpha", "lora_dropout"}
-    return mapped, {k: v for k, v in req.items() if v is not None}
+    return AXOLOTL_MAPPED, {k: v for k, v in req.items() if v is not None}
 
 
 def _llama_factory(raw: dict, path) -> tuple[set, dict]:

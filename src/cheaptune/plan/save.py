@@ -7,8 +7,10 @@ for its GPU, so `train --plan` runs exactly what the plan priced.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 import cheaptune
+from cheaptune.estimate.policy import training_precision
 from cheaptune.estimate.settings import TrainSettings, for_gpu
 from cheaptune.plan import planfile
 from cheaptune.plan.planner import PlanResult
@@ -23,21 +25,28 @@ def _offer(o: Option) -> planfile.Offer:
     )
 
 
-def settings_of(best: Option, r: PlanResult) -> TrainSettings:
+def settings_of(best: Option, r: PlanResult, fields: dict[str, Any] | None = None) -> TrainSettings:
     """The settings the option was fitted with: the method's precision on that GPU, the fit's micro-batch
-    and checkpointing, the plan's LoRA rank (alpha 2r), the sharding on several GPUs."""
+    and checkpointing, the plan's LoRA rank (alpha 2r), the sharding on several GPUs; from a config
+    (`fields`, plan.config_run) its own settings as its fit sized them."""
     w = r.workload
     lora_r = r.constraints.lora_r
-    return for_gpu(
-        best.method, bool(getattr(best.spec, "bf16", True)), lora_r=lora_r, lora_alpha=2 * lora_r,
-        micro_batch=best.micro_batch, grad_accum=best.grad_accum, grad_ckpt=best.grad_ckpt, seq_len=w.seq_len,
-        epochs=w.epochs, gpus=best.total_gpus, sharding=best.sharding, checkpoint_minutes=best.checkpoint_minutes,
-        objective=w.objective, precompute_ref=bool(best.fit and best.fit.fit.precompute_ref),
-    )
+    planned = dict(micro_batch=best.micro_batch, grad_accum=best.grad_accum, grad_ckpt=best.grad_ckpt,
+                   seq_len=w.seq_len, epochs=w.epochs, gpus=best.total_gpus, sharding=best.sharding,
+                   checkpoint_minutes=best.checkpoint_minutes, objective=w.objective,
+                   precompute_ref=bool(best.fit and best.fit.fit.precompute_ref))
+    bf16 = bool(getattr(best.spec, "bf16", True))
+    if fields is not None:
+        from cheaptune.plan.config_run import own_settings
+
+        return own_settings(fields, best.method, training_precision(best.method, bf16), **planned)
+    return for_gpu(best.method, bf16, lora_r=lora_r, lora_alpha=2 * lora_r, **planned)
 
 
-def to_planfile(r: PlanResult, model: str, dataset: str | None = None, label: str | None = None) -> planfile.PlanFile:
-    """`model`: what from_pretrained loads (catalog.models.loadable_name); `label`: the name planned with."""
+def to_planfile(r: PlanResult, model: str, dataset: str | None = None, label: str | None = None,
+                fields: dict[str, Any] | None = None) -> planfile.PlanFile:
+    """`model`: what from_pretrained loads (catalog.models.loadable_name); `label`: the name planned with;
+    `fields`: a config's own settings (plan --config)."""
     best = r.recommended
     if best is None:
         raise ValueError("an infeasible plan has nothing to save")
@@ -51,7 +60,7 @@ def to_planfile(r: PlanResult, model: str, dataset: str | None = None, label: st
     return planfile.PlanFile(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), cheaptune_version=cheaptune.__version__,
         model=model, model_label=label if label and label != model else None, dataset=dataset,
-        train=settings_of(best, r), offer=_offer(best), prediction=prediction,
+        train=settings_of(best, r, fields), offer=_offer(best), prediction=prediction,
         budget_usd=r.constraints.budget_usd, deadline_hours=r.constraints.deadline_hours,
         alternatives=[_offer(o) for o in r.alternatives()],
     )
