@@ -62,6 +62,10 @@ def test_multi_turn_hh_keeps_the_shared_conversation_as_prompt(tmp_path):
     ({"chosen": HH + "4", "rejected": "\n\nHuman: other?\n\nAssistant: 5"}, "share the conversation"),
     ({"prompt": USER, "chosen": USER, "rejected": _reply("5")}, "must end with an assistant turn"),
     ({"prompt": USER, "chosen": [{"role": "robot", "content": "4"}], "rejected": "5"}, "unknown role 'robot'"),
+    # the message rules of the messages format (data/formats.py turn_list), word for word
+    ({"prompt": USER, "chosen": [{"content": "4"}], "rejected": "5"}, "chosen[0] has no 'role' string"),
+    ({"prompt": USER, "chosen": [{"role": "assistant", "content": 4}], "rejected": "5"},
+     "chosen[0].content is a number, expected a string"),
 ])
 def test_bad_rows_name_file_line_and_problem(tmp_path, row, problem):
     good = {"prompt": "p", "chosen": "4", "rejected": "5"} if "prompt" in row else {"chosen": HH + "4", "rejected": HH + "5"}

@@ -57,12 +57,14 @@ def _text(row: Mapping[str, Any], key: str, needs: str, required: bool = True, e
     return value
 
 
-def _turns(value: Any, key: str, role_key: str, content_key: str, roles: dict[str, str]) -> list[dict[str, str]]:
-    """Validate a conversation and map its roles; it must hold an assistant turn with text."""
+def turn_list(value: Any, key: str, role_key: str = "role", content_key: str = "content",
+              roles: Mapping[str, str] = OPENAI_ROLES, expected: str = "a list of turns") -> list[dict[str, str]]:
+    """The message rules, in one place: a list of turns, each an object with a known role and string
+    content; roles mapped to OpenAI's. `expected` names what else the field may be, for the message."""
     if value is None:
         raise RowProblem(f"missing '{key}'")
     if not isinstance(value, list):
-        raise RowProblem(f"'{key}' is {kind(value)}, expected a list of turns")
+        raise RowProblem(f"'{key}' is {kind(value)}, expected {expected}")
     out = []
     for i, turn in enumerate(value):
         where = f"{key}[{i}]"
@@ -78,6 +80,12 @@ def _turns(value: Any, key: str, role_key: str, content_key: str, roles: dict[st
         if not isinstance(content, str):
             raise RowProblem(f"{where}.{content_key} is {kind(content)}, expected a string")
         out.append({"role": roles[role.lower()], "content": content})
+    return out
+
+
+def _turns(value: Any, key: str, role_key: str, content_key: str, roles: dict[str, str]) -> list[dict[str, str]]:
+    """A conversation to train on: the message rules, and an assistant turn with text."""
+    out = turn_list(value, key, role_key, content_key, roles)
     if not any(t["role"] == "assistant" and t["content"].strip() for t in out):
         raise RowProblem(f"'{key}' has no assistant turn with text (nothing to learn from)")
     return out

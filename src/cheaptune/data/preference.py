@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cheaptune.data.formats import OPENAI_ROLES, RowProblem, kind
+from cheaptune.data.formats import RowProblem, kind, turn_list
 from cheaptune.errors import BadInput
 from cheaptune.util.names import did_you_mean
 
@@ -87,7 +87,7 @@ def _explicit(row: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(prompt, str):
         prompt_turns = [{"role": "user", "content": prompt}]
     else:
-        prompt_turns = _turn_list(prompt, "prompt")
+        prompt_turns = turn_list(prompt, "prompt", expected="a string or a list of turns")
     pairs = [_conversation(row.get(k), k) for k in ("chosen", "rejected")]
     (c_prefix, c_reply), (r_prefix, r_reply) = pairs
     if c_prefix != r_prefix:
@@ -120,27 +120,10 @@ def _conversation(value: Any, key: str) -> tuple[Turns, dict[str, str]]:
         if not value.strip():
             raise RowProblem(f"empty '{key}'")
         return [], {"role": "assistant", "content": value}
-    turns = _turn_list(value, key)
+    turns = turn_list(value, key, expected="a string or a list of turns")
     last = turns[-1] if turns else None
     if last is None or last["role"] != "assistant" or not last["content"].strip():
         raise RowProblem(f"'{key}' must end with an assistant turn with text")
     return turns[:-1], last
 
 
-def _turn_list(value: Any, key: str) -> Turns:
-    if value is None:
-        raise RowProblem(f"missing '{key}'")
-    if not isinstance(value, list):
-        raise RowProblem(f"'{key}' is {kind(value)}, expected a string or a list of turns")
-    out = []
-    for i, turn in enumerate(value):
-        where = f"{key}[{i}]"
-        if not isinstance(turn, Mapping) or not isinstance(turn.get("role"), str):
-            raise RowProblem(f"{where} is not an object with a 'role' string")
-        role = turn["role"].lower()
-        if role not in OPENAI_ROLES:
-            raise RowProblem(f"{where}: unknown role '{turn['role']}' (use one of {', '.join(sorted(OPENAI_ROLES))})")
-        if not isinstance(turn.get("content"), str):
-            raise RowProblem(f"{where}.content is {kind(turn.get('content'))}, expected a string")
-        out.append({"role": OPENAI_ROLES[role], "content": turn["content"]})
-    return out
