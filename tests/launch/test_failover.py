@@ -131,6 +131,7 @@ def test_cli_watch_fails_over_and_exits_11_in_one_line(tmp_path, run_cli, monkey
     save(_plan(), plan_path)
     backend = ScriptedBackend([_oom("RTX4090"), _oom("L40S")])
     monkeypatch.setattr("cheaptune.launch.backend.SkyBackend", lambda: backend)
+    monkeypatch.setattr("cheaptune.launch.watch.POLL_S", 0.0)
     code, _out, err = run_cli("launch", str(plan_path), "--watch", "--max-failovers", "1", "--install", "cheaptune",
                               "--out", str(tmp_path / "t.yaml"))
     lines = err.strip().splitlines()

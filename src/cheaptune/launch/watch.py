@@ -56,7 +56,7 @@ def _record_failover(info: dict, failed: Offer, nxt: Offer, new: dict, bucket: s
 
 
 def watch(plan: PlanFile, opts: LaunchOptions, backend: Backend, launched: dict, *,
-          max_failovers: int = MAX_FAILOVERS, poll_s: float = POLL_S, sleep: Callable[[float], None] = time.sleep,
+          max_failovers: int = MAX_FAILOVERS, poll_s: float | None = None, sleep: Callable[[float], None] = time.sleep,
           echo: Callable[[str], None] = _stderr, out: str | Path | None = None,
           env: Mapping[str, str] | None = None) -> dict:
     """Follow `launched` (what `launcher.launch` returned) to the end; returns the last launch's info with
@@ -64,6 +64,7 @@ def watch(plan: PlanFile, opts: LaunchOptions, backend: Backend, launched: dict,
     offer (or no failover) is left, BudgetStop (10) on a budget stop, CheaptuneError on other failures."""
     if opts.mode != "job":
         raise CheaptuneError("--watch follows managed jobs; launch without --cluster")
+    poll_s = POLL_S if poll_s is None else poll_s
     opts = replace(opts, bucket=bucket_of(opts, launched["name"]))  # every resubmission resumes from this bucket
     info, running, failovers = launched, plan, []
     while True:
