@@ -83,3 +83,13 @@ def test_an_unchecked_path_error_is_still_one_line(monkeypatch, capsys):
         cli_main.main(["runs"])
     assert exit_.value.code == 2
     assert capsys.readouterr().err == "error: cannot use /some/folder: Is a directory\n"
+
+
+@pytest.mark.parametrize("command", ["plan", "train", "launch"])
+def test_shared_options_check_the_same_range_in_every_command(run_cli, command):
+    """--budget and --gpu-count are declared once (cli.vocab), so launch checks them as train does."""
+    code, _, err = run_cli(command, "--budget", "-3")
+    assert code == 2 and err.strip() == "error: --budget must be a number above 0 and at most 1e+09 (got -3.0)"
+    if command != "plan":
+        code, _, err = run_cli(command, "--gpu-count", "0")
+        assert code == 2 and err.strip() == "error: --gpu-count must be a whole number from 1 to 4096 (got 0)"

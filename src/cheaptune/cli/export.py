@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from cheaptune.cli.vocab import force_option, json_option
+
 
 def register(app: typer.Typer) -> None:
     app.command("export")(export_cmd)
@@ -19,8 +21,8 @@ def export_cmd(
     repo: str = typer.Option(None, "--repo", help="With --to hub: OWNER/NAME."),
     public: bool = typer.Option(False, "--public", help="With --to hub: a public repo (default private)."),
     merged: bool = typer.Option(False, "--merged", help="With --to hub: push merged weights, not the adapter."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing export."),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    force: bool = force_option("Replace an existing export."),
+    json_out: bool = json_option(),
 ) -> None:
     """Export a trained adapter: merged 16-bit weights (shard by shard, low RAM), an Ollama Modelfile, a
     vLLM command, a hub repo with a model card, or GGUF through llama.cpp's converter."""

@@ -7,7 +7,15 @@ from pathlib import Path
 import typer
 
 from cheaptune.cli.checks import bounded
-from cheaptune.cli.vocab import Spot, spot_flag, spot_option
+from cheaptune.cli.vocab import (
+    Spot,
+    budget_option,
+    checkpoint_dir_option,
+    gpu_count_option,
+    json_option,
+    spot_flag,
+    spot_option,
+)
 
 GB_PER_GIB = 2**30 / 1e9  # SkyPilot sizes disks in GB
 
@@ -24,15 +32,15 @@ def launch(
     cluster: str = typer.Option(None, "--cluster", help="Launch as a cluster with this name (autodown) instead of a managed job."),
     name: str = typer.Option(None, "--name", help="Task name; also names the checkpoint bucket (default from the plan)."),
     gpu: str = typer.Option(None, "--gpu", help="Override the plan's GPU (any spelling; alternatives are dropped)."),
-    gpu_count: int = typer.Option(None, "--gpu-count", help="Override the plan's GPU count."),
+    gpu_count: int = gpu_count_option("Override the plan's GPU count."),
     provider: str = typer.Option(None, "--provider", help="Override the plan's provider (alternatives are dropped)."),
     region: str = typer.Option(None, "--region", help="Override the plan's region."),
     spot: Spot = spot_option("as the plan says"),
     model: str = typer.Option(None, "--model", help="Override the plan's model."),
     data: str = typer.Option(None, "--data", help="Override the plan's dataset file."),
-    budget: float = typer.Option(None, "--budget", help="Override the plan's budget (USD)."),
+    budget: float = budget_option("Override the plan's budget (USD)."),
     margin: float = typer.Option(0.10, "--margin", help="Fail over to offers within this fraction of the best total cost."),
-    checkpoint_dir: str = typer.Option(None, "--checkpoint-dir", help="Remote checkpoint folder (the bucket mount)."),
+    checkpoint_dir: str = checkpoint_dir_option("Remote checkpoint folder (the bucket mount)."),
     bucket: str = typer.Option(None, "--bucket", help="Checkpoint bucket name or URI (s3://..., gs://...)."),
     bucket_mode: str = typer.Option("MOUNT_CACHED", "--bucket-mode", help="MOUNT_CACHED or MOUNT."),
     secret: list[str] = typer.Option(None, "--secret", help="Secret env NAME passed from your environment (repeatable)."),
@@ -51,7 +59,7 @@ def launch(
     status: bool = typer.Option(False, "--status", help="Show managed jobs (or the job given with --job)."),
     cancel: int = typer.Option(None, "--cancel", help="Cancel this managed job id."),
     job: int = typer.Option(None, "--job", help="Job id for --status."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    as_json: bool = json_option(),
 ) -> None:
     """Launch a plan on the cheapest cloud GPU through SkyPilot; checkpoints go to a bucket so spot jobs resume.
 

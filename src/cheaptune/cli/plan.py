@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from cheaptune.cli.checks import bounded
-from cheaptune.cli.vocab import Spot, spot_option
+from cheaptune.cli.vocab import Spot, budget_option, json_option, spot_option
 
 
 def _csv(value: str | None) -> tuple[str, ...]:
@@ -33,7 +33,7 @@ def plan_command(
                                        "sized as `cheaptune train` runs it."),
     trainer: str | None = typer.Option(None, "--trainer", help="With --config: whose training step to size (default: "
                                        "the config's trainer; cheaptune for what `cheaptune train` runs)."),
-    budget: float | None = typer.Option(None, "--budget", callback=bounded(0, 1e9, above=True), help="Most you will spend, USD."),
+    budget: float | None = budget_option("Most you will spend, USD."),
     deadline: float | None = typer.Option(None, "--deadline", callback=bounded(0, 1e6, above=True), help="Latest finish, hours from launch."),
     providers: str | None = typer.Option(None, "--providers", help="Only these providers (comma list)."),
     exclude_providers: str | None = typer.Option(None, "--exclude-providers", help="Never these providers."),
@@ -46,7 +46,7 @@ def plan_command(
     optimize: str = typer.Option("cost", "--optimize", help="Rank by cost (total $) or time (hours)."),
     objective: str = typer.Option("sft", "--objective", help="sft (default) | dpo | orpo (preference pairs in the data)."),
     top: int = typer.Option(8, "--top", callback=bounded(1, 10**4), help="Options to show."),
-    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    as_json: bool = json_option("the plan"),
     markdown: bool = typer.Option(False, "--markdown", help="Print the plan as Markdown."),
     wide: bool = typer.Option(False, "--wide", help="Every column of the table, however narrow the terminal."),
     progress: bool = typer.Option(False, "--progress", help="Say what is being computed on stderr even under --json "

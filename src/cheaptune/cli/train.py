@@ -8,6 +8,13 @@ import typer
 from typer.core import TyperCommand
 
 from cheaptune.cli.checks import bounded
+from cheaptune.cli.vocab import (
+    budget_option,
+    checkpoint_dir_option,
+    force_option,
+    gpu_count_option,
+    json_option,
+)
 
 
 def bare_resume(args: list[str]) -> list[str]:
@@ -41,7 +48,7 @@ def train(
     lora_r: int = typer.Option(None, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank."),
     lora_targets: str = typer.Option(None, "--lora-targets", help="qv | attention | mlp | all-linear, +lm_head"),
     output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where the adapter and summary go."),
-    checkpoint_dir: str = typer.Option(None, "--checkpoint-dir", help="Checkpoints folder (e.g. a mounted bucket)."),
+    checkpoint_dir: str = checkpoint_dir_option("Checkpoints folder (e.g. a mounted bucket)."),
     resume: str = typer.Option(None, "--resume", help="auto (default; --resume alone) | never | path to checkpoint-N."),
     max_steps: int = typer.Option(None, "--max-steps", callback=bounded(1, 10**9), help="Stop after this many optimizer steps."),
     epochs: float = typer.Option(None, "--epochs", callback=bounded(0, 1000, above=True), help="Number of epochs."),
@@ -57,14 +64,13 @@ def train(
     seed: int = typer.Option(None, "--seed", callback=bounded(0, 2**32 - 1), help="Random seed."),
     merge: bool = typer.Option(None, "--merge/--no-merge", help="Also write merged weights (safetensors)."),
     skip_bad_rows: bool = typer.Option(None, "--skip-bad-rows", help="Skip and count bad dataset rows."),
-    budget_usd: float = typer.Option(None, "--budget", callback=bounded(0, 1e9, above=True), help="Stop (resumably) at this many USD."),
+    budget_usd: float = budget_option("Stop (resumably) at this many USD."),
     price_per_hour: float = typer.Option(None, "--price-per-hour", callback=bounded(0, 1e5), help="Instance price for the cost meter."),
     max_hours: float = typer.Option(None, "--max-hours", callback=bounded(0, 1e6, above=True), help="Stop (resumably) after this many hours."),
     spot_notice: str = typer.Option(None, "--spot-notice", help="Poll spot notices: none | aws | gcp | azure."),
     device: str = typer.Option(None, "--device", help="auto | cpu | cuda."),
     precision: str = typer.Option(None, "--precision", help="bf16-true | bf16-mixed | fp16-mixed | fp32 (default: per method)."),
-    gpus: int = typer.Option(None, "--gpu-count", callback=bounded(1, 4096),
-                             help="GPUs on this machine (default: the plan's, else 1); > 1 relaunches under accelerate."),
+    gpus: int = gpu_count_option("GPUs on this machine (default: the plan's, else 1); > 1 relaunches under accelerate."),
     sharding: str = typer.Option(None, "--sharding", help="With --gpu-count > 1: ddp | fsdp | zero2 | zero3 (default: the plan's, else ddp)."),
     report_to: str = typer.Option(None, "--report-to", help="tensorboard,wandb,mlflow or none (default: tensorboard when installed)."),
     eval_after: bool = typer.Option(None, "--eval-after/--no-eval-after", help="Score tuned vs base on held-out data at the end."),
@@ -73,9 +79,9 @@ def train(
     probe_steps: int = typer.Option(None, "--probe-steps", help="Optimizer steps measured at the start (default 3; 0: none)."),
     allow_optimizer_change: bool = typer.Option(None, "--allow-optimizer-change",
                                                 help="Out of memory: may switch to the paged 8-bit AdamW."),
-    force: bool = typer.Option(False, "--force", help="Start and train on to the cap even when the cost (planned or "
-                                                      "projected from the measured pace) is over the budget."),
-    as_json: bool = typer.Option(False, "--json", help="Print the training summary as JSON."),
+    force: bool = force_option("Start and train on to the cap even when the cost (planned or projected from the "
+                               "measured pace) is over the budget."),
+    as_json: bool = json_option("the training summary"),
 ) -> None:
     """Fine-tune a model; checkpoints are atomic and a rerun resumes exactly where it stopped.
 

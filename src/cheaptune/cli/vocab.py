@@ -14,6 +14,8 @@ from typing import Any, Literal
 import typer
 from typer.core import TyperGroup
 
+from cheaptune.cli.checks import bounded
+
 SPOT_CHOICES = ("auto", "only", "never")
 Spot = Literal["auto", "only", "never"]  # annotate a `spot_option()` parameter with this
 
@@ -132,3 +134,34 @@ class VocabGroup(TyperGroup):
     def resolve_command(self, ctx: typer.Context, args: list[str]):  # noqa: ANN201 - click's signature
         name, cmd, rest = super().resolve_command(ctx, args)
         return name, cmd, modernize(name, rest) if name else rest
+
+
+# Options several commands declare with the same meaning and the same checks, defined once: each factory
+# takes only the help text (what the option does in that command); the flag, default and range stay the same.
+MAX_BUDGET_USD = 1e9
+MAX_GPUS = 4096
+
+
+def json_option(what: str = "the result") -> Any:
+    """`--json`: one JSON document on stdout instead of tables and progress."""
+    return typer.Option(False, "--json", help=f"Print {what} as JSON.")
+
+
+def force_option(text: str) -> Any:
+    """`--force`: go ahead where the command would otherwise refuse."""
+    return typer.Option(False, "--force", help=text)
+
+
+def budget_option(text: str) -> Any:
+    """`--budget USD`: a positive amount, checked at the flag."""
+    return typer.Option(None, "--budget", callback=bounded(0, MAX_BUDGET_USD, above=True), help=text)
+
+
+def gpu_count_option(text: str) -> Any:
+    """`--gpu-count N`: GPUs per node, checked at the flag."""
+    return typer.Option(None, "--gpu-count", callback=bounded(1, MAX_GPUS), help=text)
+
+
+def checkpoint_dir_option(text: str) -> Any:
+    """`--checkpoint-dir PATH`: where checkpoints go (a mounted bucket on a rented machine)."""
+    return typer.Option(None, "--checkpoint-dir", help=text)
