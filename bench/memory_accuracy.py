@@ -37,7 +37,8 @@ TRAINER = {
     # torchtune 0.1 (April 2024 tutorials): TransformerDecoder returned self.output(h).float() (torchtune@ff594c231
     # torchtune/modules/transformer.py L210) and the recipe ran torch.nn.CrossEntropyLoss on those full fp32 logits
     # (recipes/lora_finetune_single_device.py L447-453), the loss the chunked one replaced later
-    "torchtune-0.1": ("torchtune", {"loss": "hf"}),
+    # and torchao==0.1 (pyproject at 0914d5cfb), which quantized each weight to NF4 in one piece (overheads.load_peak)
+    "torchtune-0.1": ("torchtune", {"loss": "hf", "torchao_nf4_unchunked": True}),
     "hf-peft": ("hf", {"lora_dropout": 0.0}),  # method_comparison configs: lora_dropout 0.0
     "hf-trainer": ("hf", {}),
 }
@@ -51,8 +52,9 @@ WHY = {
     "torchtune": "simulated with --trainer torchtune (bf16, chunked fp32 loss); torch.compile and torchao NF4 are not "
                  "simulated, so compiled rows read HIGH",
     "torchtune-0.1": "torchtune's April 2024 tutorials: --trainer torchtune with --loss hf (full fp32 logits, as "
-                     "torchtune 0.1 ran); QLoRA's peak reserved already held 9.13 GB at model init (load-time peak kept "
-                     "by the caching allocator, qlora_finetune.rst), which the step simulation does not hold",
+                     "torchtune 0.1 ran); QLoRA's peak reserved already held 9.13 GB at model init (qlora_finetune.rst): "
+                     "torchao 0.1 quantized each weight in one piece with the model resident, a load-time peak the "
+                     "caching allocator keeps, added as load_time_peak (estimate/data/overheads.yaml)",
     "hf-peft": "PEFT MetaMathQA: --trainer hf (fp32 logits over Llama-3.2's 128k vocabulary); its peak reserved also "
                "includes eval/generation and batches padded to the longest sample, so we expect to be somewhat LOW",
 }

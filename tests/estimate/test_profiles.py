@@ -104,3 +104,26 @@ def test_litgpt_runs_torchs_fused_gelu_where_hf_phi_runs_a_python_one(make_reque
         mp.setitem(_profiles(), "litgpt", python_gelu)
         unfused = simulate(make_request(cfg, trainer="litgpt", **kw), cfg)
     assert litgpt.breakdown["activations"] < unfused.breakdown["activations"]
+
+
+def test_torchao_0_1_load_time_peak_is_held_as_reserved_memory():
+    """torchao < 0.2 quantized each weight in one piece (68 bytes per element of transients) with the model
+    resident; the allocator keeps that peak, so reserved and device totals carry it, allocated does not."""
+    from cheaptune.demo.tiny import tiny_llama_config
+    from cheaptune.estimate.overheads import reserved_and_total
+
+    tiny_cfg = tiny_llama_config(512, hidden_size=512, intermediate_size=2048, num_attention_heads=8)
+    base = dict(model=tiny_cfg.to_dict(), method="qlora", micro_batch=1, seq_len=8, lora_targets="all-linear",
+                trainer="torchtune")
+    chunked = estimate_memory(EstimateRequest(**base))
+    unchunked = estimate_memory(EstimateRequest(**base, torchao_nf4_unchunked=True))
+    assert "load_time_peak" not in chunked.breakdown and "torchao_nf4_unchunked" not in chunked.inputs
+    assert unchunked.peak_allocated_bytes == chunked.peak_allocated_bytes
+    h, i = tiny_cfg.hidden_size, tiny_cfg.intermediate_size
+    model = unchunked.breakdown["weights"] + unchunked.breakdown["trainable_weights"]
+    load = unchunked.details["load_peak_allocated"]
+    assert load == model + 68 * h * i  # the largest quantized weight is an MLP projection
+    assert unchunked.peak_reserved_bytes == reserved_and_total(load)[0] > chunked.peak_reserved_bytes
+    assert sum(unchunked.breakdown.values()) == unchunked.device_total_bytes
+    lora = estimate_memory(EstimateRequest(**{**base, "method": "lora"}, torchao_nf4_unchunked=True))
+    assert "load_time_peak" not in lora.breakdown  # only NF4 quantization has the transient

@@ -64,7 +64,14 @@ def compute(req, cfg: dict, inputs: dict, version: str):
     breakdown["kernel_workspaces"] = ws[peak_phase]
     allocated = max(peaks.values())
     reserved, device_total = overheads.reserved_and_total(allocated)
-    breakdown["allocator_slack"] = reserved - allocated
+    load = overheads.load_peak(req, breakdown, max_lin)
+    load_reserved = overheads.reserved_and_total(load)[0] if load else 0
+    if load_reserved > reserved:  # the allocator still holds the load-time peak during training
+        breakdown["load_time_peak"] = load_reserved - reserved
+        device_total += load_reserved - reserved
+        reserved = load_reserved
+        details["load_peak_allocated"] = load
+    breakdown["allocator_slack"] = reserved - allocated - breakdown.get("load_time_peak", 0)
     breakdown["cuda_context"] = device_total - reserved
     details["peak_phase"] = peak_phase
     return MemoryEstimate(

@@ -33,7 +33,7 @@ from cheaptune.estimate.sharding import check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
-ESTIMATOR_VERSION = "4"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU
+ESTIMATOR_VERSION = "5"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak
 PEFT_METHODS = ("lora", "qlora", "dora")
 
 
@@ -62,6 +62,7 @@ class EstimateRequest:
     trainer: str = "cheaptune"  # whose step is simulated: estimate/data/profiles.yaml
     lora_dropout: float | None = None  # None: the trainer's default
     bnb_keeps_input: bool = False  # bitsandbytes < 0.43.2 kept each 4-bit matmul's input (profiles.py)
+    torchao_nf4_unchunked: bool = False  # torchao < 0.2 quantized each weight in one piece (overheads.load_peak)
     objective: str = "sft"  # sft | dpo | orpo: trl's preference step (simulate.preference_forward)
     precompute_ref: bool = False  # dpo, full: reference log-probs precomputed, so no reference copy is held
 
@@ -165,6 +166,8 @@ def _inputs(req: EstimateRequest, label: str) -> dict:
     d["model"] = label
     if d["objective"] == "sft":  # SFT inputs (and so their cache keys) as before preference tuning existed
         del d["objective"], d["precompute_ref"]
+    if not d["torchao_nf4_unchunked"]:  # a version quirk named only where it is on
+        del d["torchao_nf4_unchunked"]
     return d
 
 
