@@ -6,6 +6,8 @@ Trainer side, in order:
     check_budget(projected_usd, settings.budget_usd, force)   # cheaptune.runs.meter; Infeasible (exit 3)
     guard = GuardCallback(settings, run, clock=time.monotonic)  # run: RunHandle or None
     attach(trainer, guard)        # first in the callback list, so report_to sees the cost figures
+    if (why := guard.start_refusal()):  # a resumed segment that cannot afford one more step does not start
+        run.finish("budget-stopped", stop_reason="budget"); raise BudgetStop(why)
     trainer.train(resume_from_checkpoint=...)
     if guard.stop_reason:         # "budget" | "max_hours" | "idle": a checkpoint was saved
         run.finish("budget-stopped", stop_reason=guard.stop_reason); apply_on_finish(settings, "budget-stopped")
@@ -37,6 +39,7 @@ from collections.abc import Callable
 
 from transformers import TrainerCallback
 
+from cheaptune.runs import ledger
 from cheaptune.runs.alerts import Alerter, webhook_from_env
 from cheaptune.runs.meter import CostMeter, usd
 from cheaptune.runs.settings import GuardSettings
@@ -87,6 +90,8 @@ class GuardCallback(TrainerCallback):
         self.on_hung: Callable[[], None] = _sigterm_self
         self.meter = CostMeter(settings.price_per_hour or 0.0, settings.billing_unit_s, settings.min_billed_s)
         self._prior_s = 0.0
+        self._prior: ledger.Prior | None = None
+        self._t_end: float | None = None
         self._t0 = self._mark = self._step_start = self._last_end = self._first_end = None
         self._start_step = self._step = self._max_steps = 0
         self._step_s = self._wait = 0.0
@@ -102,7 +107,9 @@ class GuardCallback(TrainerCallback):
     # ---- figures ----
     @property
     def elapsed_s(self) -> float:
-        return 0.0 if self._t0 is None else self.clock() - self._t0
+        if self._t0 is None:
+            return 0.0
+        return (self._t_end if self._t_end is not None else self.clock()) - self._t0
 
     @property
     def cost_usd(self) -> float | None:
@@ -151,14 +158,46 @@ class GuardCallback(TrainerCallback):
         text = usd(s["cost_usd"]) + (f" of {usd(s['budget_usd'])}" if s["budget_usd"] else "")
         return text + (f", ~{usd(s['projected_usd'])} at ETA" if s["projected_usd"] is not None else "")
 
+    def _load_prior(self) -> None:
+        """What earlier segments billed: the registry's record, or the ledger beside the checkpoints when
+        that says more (a fresh machine's registry has none of it)."""
+        if self._prior is not None:
+            return
+        usd_, secs = (self.run.prior_cost_usd(), self.run.prior_elapsed_s()) if self.run else (0.0, 0.0)
+        self._prior = ledger.Prior()
+        if self.settings.spend_file:
+            self._prior = ledger.prior(self.settings.spend_file, self._ledger_key)
+            usd_, secs = max(usd_, self._prior.usd), max(secs, self._prior.elapsed_s)
+        self._prior_s = secs
+        self.meter = CostMeter(self.meter.price_per_hour, self.meter.billing_unit_s, self.meter.min_billed_s, usd_)
+
+    @property
+    def _ledger_key(self) -> str:
+        return f"{self.run.id}:{self.run.segment}" if self.run else "unrecorded"
+
+    def start_refusal(self) -> str | None:
+        """Before a resumed segment's first step: why it must not start, when what earlier segments billed
+        plus one step and a checkpoint (billed in the provider's unit and minimum) would pass the budget;
+        None when it may start. Each resume would otherwise pass the cap by one more step."""
+        self._load_prior()
+        s, prior = self.settings, self.meter.prior_usd
+        if not (s.budget_usd and s.price_per_hour is not None and prior > 0):
+            return None
+        known = self._prior or ledger.Prior()
+        step = (known.step_s or 0.0) + (known.save_s or self.save_s)
+        if self.meter.billed(step) <= s.budget_usd:
+            return None
+        self.stop_reason = "budget"
+        return (f"not started: earlier runs of this output billed {usd(prior)} of the {usd(s.budget_usd)} budget, "
+                f"and one more step with its checkpoint (~{step:.3g} s) would bill {usd(self.meter.billed(step))}; "
+                f"{RESUME_ADVICE['budget']}")
+
     # ---- TrainerCallback hooks ----
     def on_train_begin(self, args, state, control, **kwargs):
         if self._t0 is not None:  # the same process goes on (an out-of-memory fallback): billing continues
-            self._max_steps = state.max_steps
+            self._max_steps, self._t_end = state.max_steps, None
             return control
-        prior_usd = self.run.prior_cost_usd() if self.run else 0.0
-        self._prior_s = self.run.prior_elapsed_s() if self.run else 0.0
-        self.meter = CostMeter(self.meter.price_per_hour, self.meter.billing_unit_s, self.meter.min_billed_s, prior_usd)
+        self._load_prior()
         self._t0 = self._mark = self.clock()
         self._start_step = self._step = state.global_step
         self._max_steps = state.max_steps
@@ -226,6 +265,7 @@ class GuardCallback(TrainerCallback):
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
+        self._t_end = self.clock()  # billing as recorded stops here: the stop message shows the registry's figure
         for timer in self._timers:
             timer.cancel()
         if self.idle:
@@ -364,6 +404,9 @@ class GuardCallback(TrainerCallback):
         self.run.update(**fields)
         if cost is not None:
             self.run.add_segment_cost(cost)
+            if self.settings.spend_file:
+                ledger.record(self.settings.spend_file, self._ledger_key, usd=cost, elapsed_s=elapsed,
+                              step_s=self._step_s or None, save_s=self._save_s, at=time.time())
         self.run.record_point(self._step, elapsed_s=self._prior_s + elapsed, cost_usd=self.cost_usd)
 
 

@@ -46,6 +46,7 @@ class GuardSettings:
     reproject_after_steps: int = 5  # the first projection (train: after the probe), then every reproject_minutes
     reproject_minutes: float = 10.0
     heartbeat_s: float = 10.0
+    spend_file: str | None = None  # runs.ledger.FILE beside the checkpoints: the spend a resumed segment starts from
     webhook_timeout_s: float = 10.0
     webhook_retries: int = 3
 

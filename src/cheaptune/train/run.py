@@ -12,6 +12,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from cheaptune.errors import BadInput, BudgetStop, OutOfMemory, Preempted
+from cheaptune.runs import ledger
 from cheaptune.train import checkpoints as ck
 from cheaptune.train import guardrails, oom, outputs
 from cheaptune.train import resume as rs
@@ -145,8 +146,12 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
         if resume_from is not None:
             print(f"resuming from {resume_from}", flush=True)
     run = guardrails.open_run(cfg, resuming=resume_from is not None) if main else None
+    spend = root / ledger.FILE  # every rank reads it when resuming (they must agree on a refusal); main writes it
+    if resume_from is None and main:
+        spend.unlink(missing_ok=True)  # a fresh run: the spend of an earlier run in this folder is not its own
     guard = GuardCallback(guardrails.guard_settings(cfg, force=force, reproject_after_steps=max(cfg.probe_steps, 2),
-                                                    checkpoint_s=guardrails.checkpoint_seconds(model)), run)
+                                                    checkpoint_s=guardrails.checkpoint_seconds(model),
+                                                    spend_file=str(spend) if main or resume_from else None), run)
     if main:
         trainer.add_callback(ProbeCallback(cfg.probe_steps, cfg.predicted_peak_bytes or fresh_peak(cfg),
                                            cfg.predicted_tokens_per_s, run, lambda: guard.starvation.wait_fraction))
@@ -157,6 +162,10 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
     trainer.callback_handler.callbacks.insert(0, MetricsCallback(cfg.predicted_peak_bytes))  # before report_to
     attach(trainer, guard)
     finish = _Finisher(cfg, run)
+    refusal = guard.start_refusal()  # a resumed run that cannot afford one more step does not start
+    if refusal is not None:
+        finish("budget-stopped", stop_reason="budget", steps=ck.step_of(resume_from) if resume_from else 0)
+        raise BudgetStop(refusal)
     flag.install()
     poller = _spot_poller(cfg, flag)
     start = time.monotonic()
