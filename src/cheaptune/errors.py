@@ -31,7 +31,7 @@ class OutOfMemory(CheaptuneError):
     """Out of GPU memory after every fallback that keeps the effective batch (gradient checkpointing,
     smaller micro-batches, the paged 8-bit optimizer when allowed); the last step is checkpointed, so the
     same command on a GPU with more memory resumes it. Its own code, so a launcher can tell "needs a
-    larger GPU" from other failures (`cheaptune launch` does not act on it yet)."""
+    larger GPU" from other failures (`cheaptune launch --watch` moves the run to the plan's next larger offer)."""
 
     exit_code = 11
 

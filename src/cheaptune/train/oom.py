@@ -7,7 +7,8 @@ and the run continues from its last completed optimizer step with the same data 
 1. gradient checkpointing on;
 2. halve the micro-batch and double the accumulation, down to a micro-batch of 1;
 3. the paged 8-bit AdamW (bitsandbytes), only with `allow_optimizer_change: true` (its state restarts);
-4. none left: `OutOfMemory` (exit 11): the same command on a larger GPU resumes the checkpoint.
+4. none left: `OutOfMemory` (exit 11): the same command on a larger GPU resumes the checkpoint
+   (`cheaptune launch --watch` re-submits the task on the plan's next larger offer, `launch.watch`).
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def train_with_fallbacks(trainer: Any, cfg: TrainConfig, resume_from: Path | Non
                 run.event("oom", detail)
             err = OutOfMemory(f"out of GPU memory at step {step} after every fallback that keeps the effective "
                               f"batch{f' (checkpoint {ckpt} saved)' if ckpt else ''}; run the same command on a "
-                              "GPU with more memory to resume (`cheaptune plan --gpus` lists larger ones)"
+                              "GPU with more memory to resume (`cheaptune gpus` lists them; `cheaptune launch --watch` "
+                              "moves a launched plan there itself)"
                               + ("" if cfg.allow_optimizer_change else
                                  ", or set allow_optimizer_change: true to try the paged 8-bit optimizer"))
             err.step = step
