@@ -40,11 +40,14 @@ TRAINER = {
     # and torchao==0.1 (pyproject at 0914d5cfb), which quantized each weight to NF4 in one piece (overheads.load_peak)
     "torchtune-0.1": ("torchtune", {"loss": "hf", "torchao_nf4_unchunked": True}),
     "hf-peft": ("hf", {"lora_dropout": 0.0}),  # method_comparison configs: lora_dropout 0.0
+    "hf-peft-config": ("hf", {}),  # the adapter is the result file's own peft_config (PEFT_CONFIGS)
     "hf-trainer": ("hf", {}),
 }
 # allocator_slack_fraction (estimate/data/overheads.yaml) was calibrated on the max_reserved PEFT rows
 FITTED = {"P1", "P2", "P3", "P4", "P5", "P7", "P9"}
 HELD_OUT = ("config_hub/finetune", "Performance-Comparison")
+# row id -> the peft_config of its PEFT method_comparison result file, built with peft's get_peft_config
+PEFT_CONFIGS = json.loads((HERE / "data" / "peft_method_comparison_configs.json").read_text())["rows"]
 WHY = {
     "litgpt": "simulated with --trainer litgpt (bf16-true, LoRA dropout 0.05, chunked bf16 loss with the logits chunks "
               "held, bitsandbytes 0.41.1 keeping each 4-bit matmul's input, torch's fused tanh-GELU for phi); litgpt's own model "
@@ -55,6 +58,8 @@ WHY = {
                      "torchtune 0.1 ran); QLoRA's peak reserved already held 9.13 GB at model init (qlora_finetune.rst): "
                      "torchao 0.1 quantized each weight in one piece with the model resident, a load-time peak the "
                      "caching allocator keeps, added as load_time_peak (estimate/data/overheads.yaml)",
+    "hf-peft-config": "PEFT MetaMathQA, each method's adapter built from the result's own peft_config (peft "
+                      "get_peft_config); measured as hf-peft below",
     "hf-peft": "PEFT MetaMathQA: --trainer hf (fp32 logits over Llama-3.2's 128k vocabulary); its peak reserved also "
                "includes eval/generation and batches padded to the longest sample, so we expect to be somewhat LOW",
 }
@@ -100,6 +105,9 @@ def main() -> None:
             continue
         method = row["method"]
         trainer, settings = TRAINER.get(row["framework"], ("cheaptune", {}))
+        if row["id"] in PEFT_CONFIGS:  # any peft method: the estimate request names lora, the config decides
+            settings = {**settings, "peft_config": json.dumps(PEFT_CONFIGS[row["id"]]["peft_config"])}
+            method = "lora"
         req = EstimateRequest(
             model=row["model"], method=method, lora_r=int(row["lora_r"] or 16),
             lora_targets=_targets(row["lora_targets"]) if method in ("lora", "qlora", "dora") else "all-linear",
@@ -110,10 +118,13 @@ def main() -> None:
         )
         t = time.time()
         est = estimate_memory(req)
+        if est.basis != "simulated":
+            skipped.append({"id": row["id"], "why": f"not simulated: {est.details.get('why_analytic', '')}"[:160]})
+            continue
         measured = float(row["value"]) * UNITS[row["unit"]]
         pred = getattr(est, METRIC[row["metric"]])
         err = pred / measured - 1
-        out = {"id": row["id"], "model": row["model"], "method": method, "metric": row["metric"],
+        out = {"id": row["id"], "model": row["model"], "method": row["method"], "metric": row["metric"],
                "measured_gib": measured / 2**30, "predicted_gib": pred / 2**30, "error": err,
                "accelerate_error": accelerate_formula(spec.params, row["precision"]) / measured - 1,
                "gpu_poor_error": gpu_poor_formula(spec.config, row) / measured - 1,

@@ -127,3 +127,23 @@ def test_torchao_0_1_load_time_peak_is_held_as_reserved_memory():
     assert sum(unchunked.breakdown.values()) == unchunked.device_total_bytes
     lora = estimate_memory(EstimateRequest(**{**base, "method": "lora"}, torchao_nf4_unchunked=True))
     assert "load_time_peak" not in lora.breakdown  # only NF4 quantization has the transient
+
+
+def test_any_peft_method_is_built_from_its_saved_config(tiny_cfg):
+    """A saved PeftConfig (here VeRA, as in PEFT's method_comparison results) is what the simulation trains."""
+    from cheaptune.estimate.build import peft_config_from_json
+
+    vera = {"peft_type": "VERA", "task_type": None, "r": 8, "target_modules": ["q_proj", "v_proj"],
+            "peft_version": "0.19.2.dev0@UNKNOWN", "base_model_name_or_path": "meta-llama/Llama-3.2-3B"}
+    assert type(peft_config_from_json(json.dumps(vera))).__name__ == "VeraConfig"
+    base = dict(model=tiny_cfg.to_dict(), method="lora", micro_batch=1, seq_len=16, precision="bf16-true", trainer="hf")
+    est = estimate_memory(EstimateRequest(**base, peft_config=json.dumps(vera)))
+    h, kv = tiny_cfg.hidden_size, tiny_cfg.num_key_value_heads * tiny_cfg.hidden_size // tiny_cfg.num_attention_heads
+    # VeRA trains two scaling vectors per target (lambda_d: r, lambda_b: out); its projections are frozen, shared
+    per_layer = (8 + h) + (8 + kv)
+    assert est.basis == "simulated" and est.trainable_params == per_layer * tiny_cfg.num_hidden_layers
+    assert est.inputs["peft_config"] == json.dumps(vera)
+    with pytest.raises(BadInput, match="PEFT config not usable"):
+        estimate_memory(EstimateRequest(**base, peft_config=json.dumps({"peft_type": "NOPE"})))
+    with pytest.raises(BadInput, match="adapter method"):
+        estimate_memory(EstimateRequest(**{**base, "method": "full"}, peft_config=json.dumps(vera)))

@@ -61,6 +61,8 @@ def _peft_config(req, policy: Policy, model):
     from cheaptune.estimate.targets import resolve_targets
 
     method = req.method
+    if getattr(req, "peft_config", None):
+        return peft_config_from_json(req.peft_config)
     if method in ("lora", "qlora", "dora"):
         targets = resolve_targets(model, req.lora_targets)
         return peft.LoraConfig(
@@ -74,6 +76,25 @@ def _peft_config(req, policy: Policy, model):
     if method == "prefix_tuning":
         return peft.PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=policy.virtual_tokens)
     raise ValueError(method)
+
+
+# fields of a saved PeftConfig that name where it came from, not what it builds
+_PROVENANCE = ("base_model_name_or_path", "revision", "peft_version", "auto_mapping")
+
+
+def peft_config_from_json(text: str):
+    """The PeftConfig a saved adapter config describes (peft's own get_peft_config), for a causal LM."""
+    import json
+
+    import peft
+
+    try:
+        raw = {k: v for k, v in json.loads(text).items() if k not in _PROVENANCE}
+        raw["task_type"] = raw.get("task_type") or "CAUSAL_LM"
+        return peft.get_peft_config(raw)
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        raise BadInput(f"PEFT config not usable with peft {peft.__version__}: {err}; pass a config saved by "
+                       "PeftConfig.save_pretrained (adapter_config.json)") from None
 
 
 def _replace_with_nf4(model, req) -> None:

@@ -63,6 +63,7 @@ class EstimateRequest:
     lora_dropout: float | None = None  # None: the trainer's default
     bnb_keeps_input: bool = False  # bitsandbytes < 0.43.2 kept each 4-bit matmul's input (profiles.py)
     torchao_nf4_unchunked: bool = False  # torchao < 0.2 quantized each weight in one piece (overheads.load_peak)
+    peft_config: str | None = None  # a PEFT config as JSON (PeftConfig.to_dict()): the adapter built, any method peft has
     objective: str = "sft"  # sft | dpo | orpo: trl's preference step (simulate.preference_forward)
     precompute_ref: bool = False  # dpo, full: reference log-probs precomputed, so no reference copy is held
 
@@ -137,6 +138,8 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
     choice(req.objective, OBJECTIVES, "--objective")
     if req.precompute_ref and req.objective != "dpo":
         raise BadInput("--precompute-ref is for --objective dpo (only DPO has a reference model)")
+    if req.peft_config is not None and req.method == "full":
+        raise BadInput("a PEFT config needs an adapter method (lora, qlora for a 4-bit base, ...), not full")
     if req.lora_dropout is not None and not 0 <= req.lora_dropout < 1:
         raise BadInput(f"lora dropout must be in [0, 1) (got {req.lora_dropout})")
     quant = req.quant or DEFAULT_QUANT.get(req.method)
@@ -166,8 +169,9 @@ def _inputs(req: EstimateRequest, label: str) -> dict:
     d["model"] = label
     if d["objective"] == "sft":  # SFT inputs (and so their cache keys) as before preference tuning existed
         del d["objective"], d["precompute_ref"]
-    if not d["torchao_nf4_unchunked"]:  # a version quirk named only where it is on
-        del d["torchao_nf4_unchunked"]
+    for opt in ("torchao_nf4_unchunked", "peft_config"):  # named only where set, so other keys stay as they were
+        if not d[opt]:
+            del d[opt]
     return d
 
 
