@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from cheaptune.errors import BudgetStop, OutOfMemory
+from cheaptune.errors import BadInput, BudgetStop, OutOfMemory
 from cheaptune.launch import launcher
 from cheaptune.launch.failover import exit_code, next_offer, ran_on
 from cheaptune.launch.options import LaunchOptions
@@ -139,3 +139,21 @@ def test_cli_watch_fails_over_and_exits_11_in_one_line(tmp_path, run_cli, monkey
     assert any(line.startswith("out of memory on runpod/any RTX4090:1") for line in lines)
     code, _out, err = run_cli("launch", str(plan_path), "--watch", "--cluster", "dev")
     assert code == 2 and "--watch" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_watches_a_launched_job_again(tmp_path, run_cli, monkeypatch):
+    plan_path = tmp_path / "plan.yaml"
+    save(_plan(), plan_path)
+    backend = ScriptedBackend([{"status": "SUCCEEDED"}])
+    monkeypatch.setattr("cheaptune.launch.backend.SkyBackend", lambda: backend)
+    monkeypatch.setattr("cheaptune.launch.watch.POLL_S", 0.0)
+    code, out, err = run_cli("launch", str(plan_path), "--watch", "--job", "1")
+    assert code == 0 and "managed job 1" in out and "succeeded" in out, err
+    assert not backend.launched  # followed, not launched again
+
+    def unreachable(job_id):
+        raise BadInput("cannot reach a SkyPilot API server")
+
+    monkeypatch.setattr(backend, "status", unreachable)
+    code, _out, err = run_cli("launch", str(plan_path), "--watch", "--job", "1")
+    assert code == 2 and "--watch --job 1" in err and len(err.strip().splitlines()) == 2  # the note, the error

@@ -58,7 +58,7 @@ def launch(
                                       help="With --watch: how many times to move to a larger GPU."),
     status: bool = typer.Option(False, "--status", help="Show managed jobs (or the job given with --job)."),
     cancel: int = typer.Option(None, "--cancel", help="Cancel this managed job id."),
-    job: int = typer.Option(None, "--job", help="Job id for --status."),
+    job: int = typer.Option(None, "--job", help="Job id for --status; with --watch, follow this launched job instead of launching."),
     as_json: bool = json_option(),
 ) -> None:
     """Launch a plan on the cheapest cloud GPU through SkyPilot; checkpoints go to a bucket so spot jobs resume.
@@ -118,11 +118,16 @@ def launch(
         return
     if watch and cluster:
         raise BadInput("--watch follows managed jobs; drop --cluster (a cluster is followed with `sky status`)")
-    info = launcher.launch(plan_obj, opts, backend, out)
+    if watch and job is not None:
+        from cheaptune.launch.watch import launched_job
+
+        info = launched_job(plan_obj, opts, job)
+    else:
+        info = launcher.launch(plan_obj, opts, backend, out)
     if watch:
         from cheaptune.launch.watch import watch as follow
 
-        typer.echo(f"launched {info['name']} as managed job {info['job_id']}; watching it", err=True)
+        typer.echo(f"watching {info['name']} (managed job {info['job_id']})", err=True)
         info = follow(plan_obj, opts, backend, info, max_failovers=max_failovers, out=out)
         if not as_json:
             moved = len(info["failovers"])

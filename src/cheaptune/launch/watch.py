@@ -18,10 +18,10 @@ from pathlib import Path
 
 from cheaptune.errors import BudgetStop, CheaptuneError, OutOfMemory
 from cheaptune.launch import launcher
-from cheaptune.launch.backend import Backend
+from cheaptune.launch.backend import Backend, LaunchResult
 from cheaptune.launch.failover import OOM_EXIT, TERMINAL, exit_code, job_status, next_offer, on_offer, ran_on
 from cheaptune.launch.options import LaunchOptions
-from cheaptune.launch.task import bucket_of, select_offers
+from cheaptune.launch.task import bucket_of, select_offers, task_name
 from cheaptune.plan.planfile import Offer, PlanFile
 
 POLL_S = 30.0  # between `sky jobs queue` calls: a job's state changes over minutes, not seconds
@@ -45,12 +45,24 @@ def wait_for_end(backend: Backend, job_id: int, poll_s: float, sleep: Callable[[
         sleep(poll_s)
 
 
+def launched_job(plan: PlanFile, opts: LaunchOptions, job_id: int) -> dict:
+    """An earlier launch of this plan as managed job `job_id`, as `launcher.launch` returned it: so a watch
+    that stopped (the laptop slept, the API server went away) can go on (`launch PLAN --watch --job N`)."""
+    from cheaptune.runs.registry import Registry
+
+    ref = launcher.remote_ref("job", LaunchResult(job_id=job_id))
+    run = next((r for r in Registry().list_runs() if r.get("remote") == ref), None)
+    return {"name": run["name"] if run else task_name(plan, opts), "job_id": job_id,
+            "run_id": run["id"] if run else None}
+
+
 def _record_failover(info: dict, failed: Offer, nxt: Offer, new: dict, bucket: str) -> dict:
     from cheaptune.runs.registry import Registry, RunHandle
 
     detail = {"from": launcher.describe(failed), "to": launcher.describe(nxt), "job_id": info["job_id"],
               "next_job_id": new["job_id"], "next_run_id": new["run_id"], "bucket": bucket}
-    RunHandle(Registry(), info["run_id"], segment=-1).event("failover", detail)
+    if info.get("run_id"):  # a job launched from another machine has no record here
+        RunHandle(Registry(), info["run_id"], segment=-1).event("failover", detail)
     RunHandle(Registry(), new["run_id"], segment=-1).event("failover_from", {"run_id": info["run_id"], **detail})
     return detail
 
@@ -68,7 +80,11 @@ def watch(plan: PlanFile, opts: LaunchOptions, backend: Backend, launched: dict,
     opts = replace(opts, bucket=bucket_of(opts, launched["name"]))  # every resubmission resumes from this bucket
     info, running, failovers = launched, plan, []
     while True:
-        row = wait_for_end(backend, info["job_id"], poll_s, sleep)
+        try:
+            row = wait_for_end(backend, info["job_id"], poll_s, sleep)
+        except CheaptuneError as err:  # the job goes on without us: say how to watch it again
+            raise type(err)(f"{err}; the job goes on: watch it again with `cheaptune launch PLAN --watch "
+                            f"--job {info['job_id']}`") from None
         status, code = job_status(row), exit_code(row)
         if status == "SUCCEEDED":
             return {**info, "final": status, "failovers": failovers}
