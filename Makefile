@@ -32,8 +32,10 @@ demo: $(STAMP)
 demo-dpo: $(STAMP)
 	$(BIN)/python -m cheaptune.demo.run --objective dpo
 
+# One worker per core (at most 4), each single-threaded; a test file stays on one worker (its module fixtures
+# are built once).
 test: $(TEST_STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
 # The CLI fuzz test's long random profile (make test runs a small derandomized one).
 fuzz: $(TEST_STAMP)

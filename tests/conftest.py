@@ -15,10 +15,29 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+# Caches whose files are pure functions of their key (inputs, model config, estimator and library versions, the
+# checkout's fingerprint): one folder per test session, so a model is simulated, a wheel built and the demo model
+# converted once per session instead of once per test. Registries, plans and price caches stay per test.
+SHARED_CACHES = ("estimate", "plan_fits", "wheels", "models")
+
+
+@pytest.fixture(scope="session")
+def _session_caches(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("session_caches")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_home(tmp_path_factory, monkeypatch):
-    """Each test gets its own $CHEAPTUNE_HOME so registries and caches never leak between tests."""
-    monkeypatch.setenv("CHEAPTUNE_HOME", str(tmp_path_factory.mktemp("cheaptune_home")))
+def _isolated_home(request, tmp_path_factory, monkeypatch):
+    """Each test gets its own $CHEAPTUNE_HOME so registries and run state never leak between tests; the pure
+    caches above are shared unless the test is marked `cold_cache` (it asserts what a cold cache does)."""
+    home = tmp_path_factory.mktemp("cheaptune_home")
+    if request.node.get_closest_marker("cold_cache") is None:
+        shared = request.getfixturevalue("_session_caches")
+        (home / "cache").mkdir()
+        for name in SHARED_CACHES:
+            (shared / name).mkdir(exist_ok=True)
+            (home / "cache" / name).symlink_to(shared / name, target_is_directory=True)
+    monkeypatch.setenv("CHEAPTUNE_HOME", str(home))
 
 
 @pytest.fixture(scope="session")

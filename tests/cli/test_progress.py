@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cheaptune.cli.output import status
 
 
+@pytest.mark.cold_cache
 def test_estimate_says_what_it_simulates_only_when_asked(run_cli, tmp_path):
     from cheaptune.demo.tiny import tiny_llama_config
 
