@@ -9,10 +9,8 @@ same final adapter as an uninterrupted run.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 import yaml
@@ -28,21 +26,13 @@ ADAPTER = "adapter_model.safetensors"
 STEPS = 10
 
 
-def _logged_step(out: Path) -> int:
-    try:
-        lines = (out / "train_log.jsonl").read_text().splitlines()
-    except FileNotFoundError:
-        return 0
-    return max((json.loads(x)["step"] for x in lines if x.strip()), default=0)
-
-
 @pytest.mark.slow
 def test_generated_task_trains_checkpoints_to_bucket_and_resumes(tiny_model_dir, tmp_path, recorder):
-    from tests.train.conftest import chat_rows
+    from tests.train.conftest import chat_rows, logged_step, write_jsonl
 
     data = tmp_path / "local" / "chat.jsonl"
     data.parent.mkdir()
-    data.write_text("\n".join(json.dumps(r) for r in chat_rows(24)) + "\n")
+    write_jsonl(data, chat_rows(24))
     config = tmp_path / "local" / "train.yaml"
     config.write_text(yaml.safe_dump({"max_steps": STEPS, "save_steps": 2, "device": "cpu", "logging_steps": 1}))
     plan = make_plan(offer("runpod", "RTX4090", 0.69, total=3.0), dataset=str(data), total=3.0).model_copy(update={
@@ -74,7 +64,7 @@ def test_generated_task_trains_checkpoints_to_bucket_and_resumes(tiny_model_dir,
 
     proc = box.start_run(log)
     deadline = time.monotonic() + 300
-    while _logged_step(final) < 3 and proc.poll() is None and time.monotonic() < deadline:
+    while logged_step(final) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     terminate(proc)
     assert proc.wait(timeout=300) == 143, log.read_text()[-3000:]

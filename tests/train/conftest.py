@@ -19,11 +19,14 @@ def chat_rows(n: int) -> list[dict]:
                           {"role": "assistant", "content": f"The answer is {2 * i}."}]} for i in range(n)]
 
 
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
 @pytest.fixture(scope="session")
 def chat_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("data") / "chat.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in chat_rows(24)) + "\n")
-    return path
+    return write_jsonl(tmp_path_factory.mktemp("data") / "chat.jsonl", chat_rows(24))
 
 
 def train_args(model: Path, data: Path, out: Path, *extra: str) -> list[str]:
@@ -45,3 +48,12 @@ def start(args: list[str], log: Path, **env: str) -> subprocess.Popen:
 
 def summary(out: Path) -> dict:
     return json.loads((out / "training_summary.json").read_text())
+
+
+def logged_step(out: Path) -> int:
+    """The last optimizer step a run wrote to its log (0 before the first): how a kill test knows when to kill."""
+    try:
+        lines = (out / "train_log.jsonl").read_text().splitlines()
+    except FileNotFoundError:
+        return 0
+    return max((json.loads(x)["step"] for x in lines if x.strip()), default=0)

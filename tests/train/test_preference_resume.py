@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.train.conftest import start, summary
+from tests.train.conftest import start, summary, write_jsonl
 from tests.train.test_preference import pair_rows
 
 ADAPTER = "adapter_model.safetensors"
@@ -20,11 +20,7 @@ STEPS = 8
 
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory) -> Path:
-    import json
-
-    path = tmp_path_factory.mktemp("pairs") / "pairs.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in pair_rows(10)) + "\n")
-    return path
+    return write_jsonl(tmp_path_factory.mktemp("pairs") / "pairs.jsonl", pair_rows(10))
 
 
 def _args(model: Path, data: Path, out: Path, *extra: str) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cheaptune.train import checkpoints as ck
-from tests.train.conftest import STEPS, start, summary, train_args
+from tests.train.conftest import STEPS, logged_step, start, summary, train_args
 
 ADAPTER = "adapter_model.safetensors"
 
@@ -48,14 +47,6 @@ def _assert_same_as_reference(out: Path, reference: Path) -> None:
     assert (out / ADAPTER).read_bytes() == (reference / ADAPTER).read_bytes()
 
 
-def _logged_step(out: Path) -> int:
-    try:
-        lines = (out / "train_log.jsonl").read_text().splitlines()
-    except FileNotFoundError:
-        return 0
-    return max((json.loads(x)["step"] for x in lines if x.strip()), default=0)
-
-
 def _wait(proc, timeout: float = 240) -> int:
     return proc.wait(timeout=timeout)
 
@@ -69,11 +60,11 @@ def test_sigkill_at_random_steps_resumes_bit_identical(tiny_model_dir, chat_file
     first = rng.randint(3, 7)
     proc = start(args, log)
     deadline = time.monotonic() + 240
-    while _logged_step(out) < first and proc.poll() is None and time.monotonic() < deadline:
+    while logged_step(out) < first and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     assert _wait(proc) == -signal.SIGKILL, log.read_text()[-2000:]
-    died_at = _logged_step(out)
+    died_at = logged_step(out)
     assert died_at < STEPS, "the run finished before the kill; nothing was tested"
 
     # Kill 2: the resumed run SIGKILLs itself at a later random step (test hook in the trainer).
@@ -116,7 +107,7 @@ def test_sigterm_saves_exits_143_then_resumes_identically(tiny_model_dir, chat_f
 
     def send_sigterm_at_step_5():
         deadline = time.monotonic() + 240
-        while _logged_step(out) < 5 and time.monotonic() < deadline:
+        while logged_step(out) < 5 and time.monotonic() < deadline:
             time.sleep(0.005)
         os.kill(os.getpid(), signal.SIGTERM)
 
