@@ -131,7 +131,7 @@ def main() -> None:
                "framework": row["framework"], "trainer": trainer, "fitted": row["id"] in FITTED,
                "source": row["source"], "seconds": time.time() - t}
         rows.append(out)
-        print(f"{out['id']:>4} {row['model'][:32]:32} {method:13} {row['metric']:13} measured {out['measured_gib']:7.2f} "
+        print(f"{out['id']:>4} {row['model'][:32]:32} {row['method']:13} {row['metric']:13} measured {out['measured_gib']:7.2f} "
               f"predicted {out['predicted_gib']:7.2f} GiB  ours {err:+6.1%}  accelerate {out['accelerate_error']:+6.1%}"
               f"  gpu_poor {out['gpu_poor_error']:+6.1%}", flush=True)
 
