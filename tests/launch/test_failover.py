@@ -157,3 +157,25 @@ def test_cli_watches_a_launched_job_again(tmp_path, run_cli, monkeypatch):
     monkeypatch.setattr(backend, "status", unreachable)
     code, _out, err = run_cli("launch", str(plan_path), "--watch", "--job", "1")
     assert code == 2 and "--watch --job 1" in err and len(err.strip().splitlines()) == 2  # the note, the error
+
+
+def test_status_asks_skypilot_for_the_exit_code_fields(monkeypatch):
+    """SkyPilot 0.14's `jobs.queue()` returns a light field set without failure_reason; status asks queue_v2
+    for the record fields it reads (checked against SkyPilot's own ManagedJobRecord)."""
+    import sky
+    from sky.jobs.state import ManagedJobStatus
+    from sky.schemas.api.responses import ManagedJobRecord
+
+    from cheaptune.launch.backend import QUEUE_FIELDS, SkyBackend
+    from cheaptune.launch.failover import job_status
+
+    assert set(QUEUE_FIELDS) <= set(ManagedJobRecord.model_fields)
+    monkeypatch.setenv("SKYPILOT_API_SERVER_ENDPOINT", "http://127.0.0.1:9")  # remote: no local server is started
+    asked: dict = {}
+    monkeypatch.setattr(sky.jobs, "queue_v2", lambda **kw: asked.update(kw) or "request-id")
+    record = ManagedJobRecord(job_id=3, job_name="ct", status=ManagedJobStatus.FAILED, resources="1x[L40S:1]",
+                              failure_reason=OOM_ROW)
+    monkeypatch.setattr(sky, "stream_and_get", lambda request: ([record], 1, {}, 1))
+    rows = SkyBackend().status(3)
+    assert asked["job_ids"] == [3] and "failure_reason" in asked["fields"]
+    assert job_status(rows[0]) == "FAILED" and exit_code(rows[0]) == 11 and rows[0]["resources"] == "1x[L40S:1]"

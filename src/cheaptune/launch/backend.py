@@ -17,6 +17,9 @@ from cheaptune.errors import BadInput, CheaptuneError
 
 ENABLE_HINT = "run `sky check` to see which clouds are enabled and how to enable one (credentials), then launch again"
 SERVER_HINT = "start one with `sky api start` (or connect with `sky api login -e URL`)"
+# Fields of SkyPilot's ManagedJobRecord that `status` reads (sky/schemas/api/responses.py, 0.14).
+QUEUE_FIELDS = ("job_id", "job_name", "status", "infra", "resources", "recovery_count", "job_duration",
+                "failure_reason")
 
 
 @dataclass
@@ -142,8 +145,12 @@ class SkyBackend:
         sky = _sky()
         with server_session(keep_on_success=False):
             try:
-                records = sky.stream_and_get(sky.jobs.queue(
-                    refresh=False, skip_finished=False, job_ids=[job_id] if job_id is not None else None))
+                # queue_v2 with the fields we read: 0.14's queue() returns a light set without failure_reason
+                # (where the controller writes the exit code) or infra.
+                answer = sky.stream_and_get(sky.jobs.queue_v2(
+                    refresh=False, skip_finished=False, job_ids=[job_id] if job_id is not None else None,
+                    fields=list(QUEUE_FIELDS)))
+                records = answer[0] if isinstance(answer, tuple) else answer
             except Exception as exc:
                 if type(exc).__name__ != "ClusterNotUpError":  # no jobs controller yet: no managed jobs
                     raise
