@@ -11,8 +11,8 @@ from cheaptune.runs.meter import usd
 from cheaptune.runs.registry import Registry
 from cheaptune.train import checkpoints as ck
 
-PRICE = 36000.0  # $/h: $10 a second, billed per second (the default unit)
-BUDGET = 20.0  # two billed seconds of training
+PRICE = 36.0  # $/h: one cent a second, billed per second (the default unit)
+BUDGET = 0.02  # two billed seconds of training
 
 
 def _args(model, data, out):
@@ -37,6 +37,8 @@ def test_resumed_runs_stay_within_one_step_of_the_cap(tiny_model_dir, chat_file,
     # A step is billed in whole seconds: one step's cost is at least one billing unit.
     one_step = PRICE / 3600 * max(1.0, entry["step_s"])
     assert spent <= BUDGET + one_step
+    code, report, _ = run_cli("report", first["id"])
+    assert code == 0 and f"cost: {usd(spent)} actual" in report  # four decimals under $1, never rounded to the cap
 
     # The same command again: it resumes, finds the budget spent, and does not take a step.
     code, _, err = run_cli(*_args(tiny_model_dir, chat_file, out))

@@ -10,7 +10,11 @@ _STATUS_HELP = "Only runs with this status (running, finished, failed, budget-st
 
 
 def _money(x) -> str:
-    return "-" if x is None else f"${x:.2f}"
+    """The meter's spelling (`runs.meter.usd`): cents from $1 up, four decimals below, so a $0.15 cap passed
+    by a fraction of a cent does not read as the cap itself."""
+    from cheaptune.runs.meter import usd
+
+    return "-" if x is None else usd(x)
 
 
 def _num(x, fmt: str = "{:.4g}") -> str:
