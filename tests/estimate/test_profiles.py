@@ -147,3 +147,53 @@ def test_any_peft_method_is_built_from_its_saved_config(tiny_cfg):
         estimate_memory(EstimateRequest(**base, peft_config=json.dumps({"peft_type": "NOPE"})))
     with pytest.raises(BadInput, match="adapter method"):
         estimate_memory(EstimateRequest(**{**base, "method": "full"}, peft_config=json.dumps(vera)))
+
+
+def _osf(version: str, rank: int = 6) -> str:
+    return json.dumps({"peft_type": "OSF", "task_type": None, "target_modules": ["proj"], "effective_rank": rank,
+                       "peft_version": f"{version}@UNKNOWN"})
+
+
+def test_osf_before_peft_0_21_rebuilds_each_weight_from_its_high_rank_factors():
+    """peft < 0.21 kept U_high/S_high/V_high as buffers and ran F.linear on the rebuilt weight; the swapped
+    layer holds exactly those, trains (gradients reach the low-rank factors) and newer configs are left alone."""
+    import peft
+
+    from cheaptune.estimate.profiles import apply_peft_version_quirks
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(8, 12)
+
+        def forward(self, x):
+            return self.proj(x)
+
+    def built():
+        return peft.get_peft_model(Net(), peft.OSFConfig(target_modules=["proj"], effective_rank=6))
+
+    assert apply_peft_version_quirks(built(), _osf("0.21.2")) == 0
+    model = built()
+    assert apply_peft_version_quirks(model, _osf("0.19.2.dev0")) == 1
+    layer = model.base_model.model.proj
+    assert layer._osf_U_high["default"].shape == (12, 6) and layer._osf_V_high["default"].shape == (6, 8)
+    assert layer._osf_S_high["default"].shape == (6,) and "default" not in layer._osf_U_low_init
+    out = model(torch.randn(3, 8))
+    out.sum().backward()
+    params = layer.osf_svd_params["default"]
+    assert out.shape == (3, 12) and params["U_low"].grad.shape == (12, 2) and params["V_low"].grad.shape == (2, 8)
+
+
+def test_osf_config_from_an_old_peft_holds_the_rebuilt_weights(tiny_cfg):
+    """An OSF config saved by peft < 0.21 keeps its rebuilt weights for backward, where peft 0.21's factored
+    forward keeps only rank-2r pieces: with two trainable directions per matrix, the difference is most of the
+    rebuilt weights (the rest: what each version saves besides), plus the larger high-rank buffers."""
+    h, i, layers = tiny_cfg.hidden_size, tiny_cfg.intermediate_size, tiny_cfg.num_hidden_layers
+    cfg = {**json.loads(_osf("0.19.2.dev0", rank=h - 2)), "target_modules": ["q_proj", "gate_proj"]}
+    base = dict(model=tiny_cfg.to_dict(), method="lora", micro_batch=1, seq_len=16, precision="bf16-true", trainer="hf")
+    old = estimate_memory(EstimateRequest(**base, peft_config=json.dumps(cfg)))
+    new = estimate_memory(EstimateRequest(**base, peft_config=json.dumps({**cfg, "peft_version": "0.21.2"})))
+    rebuilt = (h * h + i * h) * 2 * layers  # q_proj and gate_proj, bf16
+    assert old.breakdown["activations"] - new.breakdown["activations"] > rebuilt / 2
+    assert old.breakdown["weights"] > new.breakdown["weights"]
+    assert old.peak_allocated_bytes > new.peak_allocated_bytes

@@ -14,7 +14,7 @@ import torch
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate.policy import FUSED_HEAD_OUTPUTS, Policy, set_adapter_dtype
-from cheaptune.estimate.profiles import apply_model_quirks, get_profile
+from cheaptune.estimate.profiles import apply_model_quirks, apply_peft_version_quirks, get_profile
 
 LAYER_LIST_KEYS = ("layer_types", "mlp_only_layers")
 
@@ -158,6 +158,7 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
         with torch.device("meta"):
             model = peft.get_peft_model(model, _peft_config(req, policy, model),
                                         autocast_adapter_dtype=policy.adapter_dtype == torch.float32)
+            apply_peft_version_quirks(model, getattr(req, "peft_config", None))
         set_adapter_dtype(model, policy)
     if req.grad_ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

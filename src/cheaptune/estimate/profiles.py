@@ -119,3 +119,67 @@ def apply_model_quirks(model, trainer: str | None) -> int:
                 setattr(parent, name, torch.nn.GELU(approximate="tanh"))
                 swapped += 1
     return swapped
+
+
+# peft before 0.21.0 ran OSF by rebuilding each adapted weight in every forward from SVD factors it kept as buffers
+# (U_high [out,k], S_high [k], V_high [k,in] beside the base weight) and calling F.linear on the rebuilt weight, which
+# autograd keeps for backward: peft@167fcb0f2 (Release 0.20.0) src/peft/tuners/osf/layer.py L85-103, L245-266 and
+# utils.py reconstruct_weight_matrix. peft 0.21.0 replaced it by a factored low-rank forward (the locked version).
+OSF_FACTORED_FROM = "0.21.0"
+
+
+def apply_peft_version_quirks(model, peft_config: str | None) -> int:
+    """Run the adapter as the peft version a saved config names (its `peft_version`) ran it, where that
+    differs in memory from the installed peft; returns layers changed. Today: OSF before 0.21.0."""
+    import json
+
+    from packaging.version import InvalidVersion, Version
+
+    raw = json.loads(peft_config) if peft_config else {}
+    try:
+        old = Version(str(raw.get("peft_version", "")).split("@")[0]) < Version(OSF_FACTORED_FROM)
+    except InvalidVersion:
+        return 0
+    if raw.get("peft_type") != "OSF" or not old:
+        return 0
+    from peft.tuners.osf.layer import Linear as OsfLinear
+
+    layers = [m for m in model.modules() if isinstance(m, OsfLinear)]
+    for layer in layers:
+        _rebuild_osf_layer(layer)
+    return len(layers)
+
+
+def _rebuild_osf_layer(layer) -> None:
+    """Hold what peft < 0.21.0 held (the high-rank factors, no low-rank copies) and rebuild the weight per forward."""
+    import types
+
+    import torch
+    from peft.tuners._buffer_dict import BufferDict
+
+    ref = layer.get_base_layer().weight
+    layer._detach_hooks()
+    layer._osf_S_high = BufferDict({})
+    for name, params in layer.osf_svd_params.items():
+        out, inner, k = params["U_low"].shape[0], params["V_low"].shape[1], layer.effective_rank[name]
+        layer._osf_U_high[name] = torch.zeros(out, k, dtype=ref.dtype, device=ref.device)
+        layer._osf_S_high[name] = torch.zeros(k, dtype=ref.dtype, device=ref.device)
+        layer._osf_V_high[name] = torch.zeros(k, inner, dtype=ref.dtype, device=ref.device)
+        for buffers in (layer._osf_U_low_init, layer._osf_S_low_init, layer._osf_V_low_init):
+            buffers.pop(name)
+        # peft's gradient projections, reading the buffers when they run (they are swapped for fake tensors later)
+        layer.hook_handles += [
+            params["U_low"].register_hook(lambda g, n=name: g - layer._osf_U_high[n] @ (layer._osf_U_high[n].T @ g)),
+            params["V_low"].register_hook(lambda g, n=name: g - (g @ layer._osf_V_high[n].T) @ layer._osf_V_high[n])]
+    layer.forward = types.MethodType(_osf_rebuilt_forward, layer)
+
+
+def _osf_rebuilt_forward(self, x, *args, **kwargs):
+    import torch.nn.functional as F
+
+    name = self.active_adapters[0]
+    p = self.osf_svd_params[name]
+    weight = ((self._osf_U_high[name] * self._osf_S_high[name]) @ self._osf_V_high[name]
+              + (p["U_low"] * p["S_low"]) @ p["V_low"])
+    bias = self.get_base_layer().bias
+    return F.linear(x.to(weight.dtype), weight, None if bias is None else bias.to(weight.dtype)).to(x.dtype)
