@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 import yaml
 
@@ -110,6 +112,21 @@ def test_qlora_installs_bitsandbytes_extra(tmp_path, recorder):
     assert ".whl[qlora]'" in setup and "torch.cuda.is_available" in setup  # this checkout's wheel, with bitsandbytes
     wheel = next(dst for dst in prep.task["file_mounts"] if dst.startswith("/cheaptune/pkg/"))
     assert wheel.endswith(".whl") and f"pip install '{wheel}[qlora]'" in setup
+
+
+@pytest.mark.parametrize(("fields", "want"), [
+    ({}, ""),
+    ({"liger_kernel": True, "torch_compile": True}, "[liger,compile]"),
+    ({"liger_kernel": True, "optimizer": "adamw-8bit"}, "[qlora,liger]"),
+    ({"torch_compile": True, "attn": "flash"}, "[compile,flash]"),
+])
+def test_setup_installs_exactly_the_extras_the_settings_use(fields, want, tmp_path, recorder):
+    plan = make_plan(offer("aws", "A10G", 1.0))
+    plan = plan.model_copy(update={"train": plan.train.model_copy(update=fields)})
+    prep = launcher.prepare(plan, LaunchOptions(), recorder, tmp_path / "t.yaml")
+    wheel = next(dst for dst in prep.task["file_mounts"] if dst.startswith("/cheaptune/pkg/"))
+    assert f"pip install {shlex.quote(wheel + want)}\n" in prep.task["setup"]  # pyproject's extras, nothing more
+    assert yaml.safe_load((tmp_path / "t.yaml").read_text())["setup"] == prep.task["setup"]
 
 
 def test_disk_grows_with_full_finetune_checkpoints():

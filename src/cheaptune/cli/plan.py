@@ -40,6 +40,7 @@ def plan_command(
     gpu: list[str] | None = typer.Option(None, "--gpu", help="Only these GPUs (repeatable or a comma list; any spelling)."),
     spot: Spot = spot_option("compare both"),
     community: bool = typer.Option(True, "--community/--no-community", help="Allow community-cloud hosts."),
+    speedups: bool = typer.Option(True, "--speedups/--no-speedups", help="Turn on the speed options (Liger kernels, torch.compile) where they pay: NVIDIA boards of compute capability 8.0+."),
     max_gpus: int = typer.Option(8, "--max-gpus", callback=bounded(1, 4096), help="Most GPUs in all (per node x nodes); several GPUs are tried "
                                  "only when a method fits no single GPU, misses --deadline, or with --optimize time."),
     headroom: float = typer.Option(0.10, "--headroom", callback=bounded(0, 0.9), help="Fraction of GPU memory kept free."),
@@ -101,6 +102,7 @@ def plan_command(
         methods=parse_methods(method or "auto"), budget_usd=budget, deadline_hours=deadline,
         providers=_csv(providers), exclude_providers=_csv(exclude_providers), spot=spot.lower(), community=community,
         max_gpus=1 if foreign else max_gpus, headroom=headroom, optimize=optimize.lower(), top=top, lora_r=lora_r,
+        speedups=speedups and not foreign,  # a config plans its own run, options as it sets them
         gpus=tuple(resolve_gpu(g).name for g in _csv(",".join(gpu or ()))),
     ).validate()
     spec = resolve_model(model)

@@ -5,6 +5,7 @@ estimate does and does not simulate for it. Pure over the data file, so plan and
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -39,3 +40,36 @@ def speedup(liger_kernel: bool = False, torch_compile: bool = False, optimizer: 
     return Speedup(factor=factor, options=names, sources=tuple(table()[n]["source"] for n in names),
                    not_simulated=tuple(f"{n}: {table()[n]['memory']}" for n in names
                                        if table()[n]["memory"].startswith("not simulated")))
+
+
+# The options the planner may turn on by itself (the optimizer changes memory, so the fit decides it).
+PLANNED = ("liger_kernel", "torch_compile")
+
+
+def runs_on(gpu: Any, name: str) -> bool:
+    """Can option `name` run on `gpu`: an NVIDIA CUDA board at or above the option's compute capability."""
+    need = table()[name].get("min_compute_capability")
+    cc = getattr(gpu, "compute_capability", None)
+    if getattr(gpu, "vendor", "nvidia") != "nvidia" or not getattr(gpu, "cuda", True) or need is None or not cc:
+        return False
+    return float(cc) >= float(need)
+
+
+def for_gpu(gpu: Any, enabled: bool = True) -> Speedup:
+    """The speed options a plan turns on for `gpu`: each in PLANNED that runs there and whose factor is above 1
+    (none when `enabled` is false: plan --no-speedups)."""
+    on = {name: enabled and runs_on(gpu, name) and float(table()[name]["factor"]) > 1 for name in PLANNED}
+    return speedup(**on)
+
+
+def _url(source: str) -> str:
+    found = re.search(r"https?://[^\s)]+", source)
+    return found.group(0).rstrip(".,") if found else source
+
+
+def describe(s: Speedup) -> str:
+    """One line naming the options on, each with its expected gain and source (empty when none is)."""
+    if not s.options:
+        return ""
+    parts = [f"{n} x{float(table()[n]['factor']):.2f} ({_url(table()[n]['source'])})" for n in s.options]
+    return f"speed-ups on: {', '.join(parts)}; together x{s.factor:.2f} tokens/s (plan --no-speedups turns them off)"

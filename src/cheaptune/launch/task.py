@@ -113,10 +113,14 @@ def _bucket_mount(opts: LaunchOptions, name: str) -> dict:
 
 
 def extras(plan: PlanFile) -> tuple[str, ...]:
-    """The cheaptune extras the run needs on the machine (bitsandbytes for 4-bit bases and 8-bit optimizers)."""
-    if plan.train.method in QLORA_METHODS or plan.train.quant or "8bit" in plan.train.optimizer:
-        return ("qlora",)
-    return ()
+    """The cheaptune extras the run needs on the machine, exactly those its settings use: bitsandbytes for
+    4-bit bases and 8-bit optimizers, and the speed options' packages (train.speedups.PACKAGES, attn flash)."""
+    from cheaptune.train.speedups import PACKAGES
+
+    t = plan.train
+    out = ["qlora"] if t.method in QLORA_METHODS or t.quant or "8bit" in t.optimizer else []
+    out += [PACKAGES[name][2] for name in ("liger_kernel", "torch_compile") if getattr(t, name)]
+    return tuple(out + (["flash"] if t.attn == "flash" else []))
 
 
 def _install_lines(plan: PlanFile, opts: LaunchOptions, uploads: dict[str, str]) -> list[str]:

@@ -112,6 +112,8 @@ def make_plan(
     best = ranked[0]
     if best.details.get("reference"):  # dpo full: which reference the recommended option runs, and why
         notes.append(best.details["reference"])
+    if best.details["speedups"]["line"]:
+        notes.append(best.details["speedups"]["line"])
     result.why = explain.why(best, ranked, c.optimize)
     result.why_not = explain.why_not(ranked, excluded, c.optimize, c.max_gpus)
     result.high_end = explain.high_end(ranked, c.optimize)
@@ -182,7 +184,7 @@ def _explore(cands: list[Candidate], known: list[Option], c: Constraints, w: Wor
         if isinstance(got, Exclusion):
             excluded.append(got)
             continue
-        ok, over = choose.apply_limits([price_option(got, o, w, shape, consts) for o in k.offers], c)
+        ok, over = choose.apply_limits([price_option(got, o, w, shape, consts, c.speedups) for o in k.offers], c)
         feasible += ok
         excluded += over
     return feasible, excluded, skipped

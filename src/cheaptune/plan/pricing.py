@@ -15,6 +15,7 @@ from typing import Any
 from cheaptune.catalog.interruption import host_rate, rate_for
 from cheaptune.estimate import cost as money
 from cheaptune.estimate.scaling import Layout
+from cheaptune.estimate.speedups import describe, for_gpu
 from cheaptune.estimate.spot import spot_overhead
 from cheaptune.estimate.throughput import Job, ModelShape, reference_passes, step_time
 from cheaptune.plan.candidates import GpuFit, planned_micro, run_precision
@@ -102,8 +103,10 @@ def precision_for(gpu: Any) -> str:
     return "bf16" if getattr(gpu, "bf16", False) else "fp16"
 
 
-def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, consts: dict[str, float]) -> Option:
-    """Time, cost and risk of one (method, GPUs, offer); `offer` is one instance of `gf.nodes`."""
+def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, consts: dict[str, float],
+                 speedups: bool = True) -> Option:
+    """Time, cost and risk of one (method, GPUs, offer); `offer` is one instance of `gf.nodes`. With `speedups`
+    the speed options that pay on the board (estimate.speedups.for_gpu) are on and their factor applied."""
     fit, gpu, nodes = gf.fit, gf.gpu, gf.nodes
     micro, accum = planned_micro(fit.micro_batch, workload.effective_batch, gf.gpus)
     precision = precision_for(gpu)
@@ -112,7 +115,8 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
               reference=reference_passes(workload.objective, fit.precompute_ref, workload.epochs))
     sharding = (gf.sharding or "ddp") if gf.gpus > 1 else None
     st = step_time(job, gpu, Layout(gf.gpus_per_node, nodes, sharding, gf.offload, INTER_NODE_NETWORK))
-    tokens_per_s = st.tokens_per_s
+    fast = for_gpu(gpu, speedups)
+    tokens_per_s = st.tokens_per_s * fast.factor
     start = startup_seconds(shape, workload, consts)
     start_s = sum(start.values())
     # nodes that come up first wait (and are billed) up to one provisioning time for the last one
@@ -177,6 +181,7 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         sharding=sharding,
         details={
             "time": st.to_dict(),
+            "speedups": {"options": list(fast.options), "factor": round(fast.factor, 4), "line": describe(fast)},
             "scale_out": None if gf.gpus == 1 else {
                 "communication_s_per_step": round(st.parts["communication"], 4), "node_wait_s": wait_s,
                 "network": INTER_NODE_NETWORK if nodes > 1 else None},

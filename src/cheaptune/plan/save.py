@@ -12,6 +12,7 @@ from typing import Any
 import cheaptune
 from cheaptune.estimate.policy import training_precision
 from cheaptune.estimate.settings import TrainSettings, for_gpu
+from cheaptune.estimate.speedups import PLANNED
 from cheaptune.plan import planfile
 from cheaptune.plan.planner import PlanResult
 from cheaptune.plan.pricing import Option
@@ -40,7 +41,8 @@ def settings_of(best: Option, r: PlanResult, fields: dict[str, Any] | None = Non
         from cheaptune.plan.config_run import own_settings
 
         return own_settings(fields, best.method, training_precision(best.method, bf16), **planned)
-    return for_gpu(best.method, bf16, lora_r=lora_r, lora_alpha=2 * lora_r, **planned)
+    fast = {name: name in best.details.get("speedups", {}).get("options", ()) for name in PLANNED}
+    return for_gpu(best.method, bf16, lora_r=lora_r, lora_alpha=2 * lora_r, **planned, **fast)
 
 
 def to_planfile(r: PlanResult, model: str, dataset: str | None = None, label: str | None = None,

@@ -71,6 +71,7 @@ class Constraints:
     optimize: str = "cost"
     top: int = 8
     lora_r: int = 16
+    speedups: bool = True  # turn on the speed options that pay on each board (estimate.speedups); --no-speedups
     gpus: tuple[str, ...] = field(default=())  # restrict to these canonical GPU names (empty: all)
 
     def validate(self) -> Constraints:
