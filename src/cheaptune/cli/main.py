@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import sys
@@ -55,7 +56,10 @@ def command_modules() -> list[str]:
     )
 
 
+@functools.cache
 def build_app() -> typer.Typer:
+    """Register every command once per process: typer appends on each `register`, so a second pass would
+    double every command (and an in-process caller, like the test suite, would slow down call after call)."""
     for name in command_modules():
         module = importlib.import_module(f"cheaptune.cli.{name}")
         register = getattr(module, "register", None)
