@@ -54,6 +54,10 @@ def sft_config(cfg: TrainConfig, prec: Precision, fmt: str, has_eval: bool) -> S
     Packing is trl's BFD packing, which runs padding-free (position ids restart per example). That is
     correct with sdpa and eager too, not only flash-attention: transformers finds the packed sequences
     from the position ids and builds a block-diagonal mask, so examples never attend to each other.
+    Speed: under sdpa a packed row's attention still costs its whole square (only FlashAttention's varlen
+    path skips the blocks off the diagonal), which is what the time model counts (attention at seq_len per
+    token). Measured on CPU it still beats trl's unpacked, length-grouped batches (bench/README.md), so the
+    trainer packs on every board.
     """
     # Prompt and prefix tuning prepend virtual tokens, which padding-free packed position ids do not
     # account for, so they train unpacked.
