@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -54,3 +55,26 @@ def test_no_speedups_keeps_them_off_everywhere():
     assert not any(n.startswith("speed-ups on:") for n in r.notes)
     saved = to_planfile(r, "org/test-7b").train
     assert not saved.liger_kernel and not saved.torch_compile
+
+
+def test_cli_plan_no_speedups(run_cli):
+    args = ("plan", "meta-llama/Llama-2-7b-hf", "--examples", "3000", "--avg-tokens", "400", "--epochs", "3",
+            "--seq-len", "1024", "--method", "qlora", "--gpu", "RTX4090,T4", "--json")
+    docs = {}
+    for flag in ((), ("--no-speedups",)):
+        code, out, err = run_cli(*args, *flag)
+        assert code == 0, err
+        docs[flag] = json.loads(out)
+    on, off = docs[()], docs[("--no-speedups",)]
+    best_on, best_off = on["recommended"], off["recommended"]
+    assert best_on["gpu"] == "RTX4090"  # compute capability 8.9: both options; T4 (7.5) would get none
+    assert best_on["details"]["speedups"]["options"] == ["liger_kernel", "torch_compile"]
+    assert any(n.startswith("speed-ups on: liger_kernel x1.20") for n in on["notes"])
+    assert best_off["details"]["speedups"]["options"] == []
+    assert not any(n.startswith("speed-ups on:") for n in off["notes"])
+    fast = {(o["gpu"], o["provider"], o["spot"]): o["tokens_per_s"] for o in on["options"]}
+    slow = {(o["gpu"], o["provider"], o["spot"]): o["tokens_per_s"] for o in off["options"]}
+    shared = [k for k in fast if k in slow]
+    both = for_gpu(resolve_gpu("RTX 4090")).factor
+    assert shared and all(fast[k] == pytest.approx(slow[k] * (both if k[0] == "RTX4090" else 1), rel=1e-3)
+                          for k in shared)
