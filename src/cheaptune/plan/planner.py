@@ -203,14 +203,15 @@ def _notes(c: Constraints, gpus: list[Any], by_gpu: dict[str, list[Any]], allowe
     return notes
 
 
-def _shadow(method: str, best: Option, w: Workload, shape: ModelShape, consts: dict, fit: FitFn, gpu: Any) -> Option | None:
+def _shadow(method: str, best: Option, w: Workload, shape: ModelShape, consts: dict, fit: FitFn, gpu: Any,
+            speedups: bool = True) -> Option | None:
     """Price another method on the winner's GPU and offer (one GPU only), for the doctor's comparisons."""
     if best.total_gpus > 1 or best.offer is None:
         return None
     out = fit(method, best.gpu_memory_bytes, run_precision(method, gpu))
     if not out.fits:
         return None
-    return price_option(GpuFit(method, gpu, out), best.offer, w, shape, consts)
+    return price_option(GpuFit(method, gpu, out), best.offer, w, shape, consts, speedups)
 
 
 def _facts(best: Option, ranked: list[Option], w: Workload, c: Constraints, context: int | None,
@@ -220,20 +221,21 @@ def _facts(best: Option, ranked: list[Option], w: Workload, c: Constraints, cont
     if best.method == "full":
         alt = next((o for o in ranked if o.method in ("lora", "qlora") and o.total < best.total), None)
         if alt is None and gpu is not None:
-            alt = _shadow("lora", best, w, shape, consts, fit, gpu)
+            alt = _shadow("lora", best, w, shape, consts, fit, gpu, c.speedups)
             alt = alt if alt and alt.total < best.total else None
         peft = f"{alt.method} on {alt.gpu} (${alt.total:.2f})" if alt else None
     lora_same = None
     if best.method == "qlora" and gpu is not None:
         alt = next((o for o in ranked if o.method == "lora" and o.gpu == best.gpu and o.offer is best.offer), None)
-        alt = alt or _shadow("lora", best, w, shape, consts, fit, gpu)
+        alt = alt or _shadow("lora", best, w, shape, consts, fit, gpu, c.speedups)
         lora_same = f"${alt.total:.2f} vs ${best.total:.2f}" if alt and alt.total < best.total else None
     spot_alt = None
     if not best.spot and c.spot == "never" and gpu is not None:
         spot_offers = [o for o in offers if o.gpu == best.gpu and o.spot and o.gpu_count == best.gpu_count]
         gf = best.fit or GpuFit(best.method, gpu, fit(best.method, best.gpu_memory_bytes,
                                                              run_precision(best.method, gpu)))
-        cheaper = [p for p in (price_option(gf, o, w, shape, consts) for o in spot_offers) if p.total < best.total]
+        cheaper = [p for p in (price_option(gf, o, w, shape, consts, c.speedups) for o in spot_offers)
+                   if p.total < best.total]
         if cheaper:
             top = min(cheaper, key=lambda p: p.total)
             spot_alt = f"spot at {top.provider} would cost ${top.total:.2f} expected vs ${best.total:.2f}"
