@@ -66,6 +66,7 @@ def server(monkeypatch):
     monkeypatch.setattr("gpuhunt.providers.vastai.bundles_url", f"{base}/vast/bundles/")
     yield Provider
     httpd.shutdown()
+    httpd.server_close()
 
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)

@@ -34,6 +34,7 @@ def server():
     t.start()
     yield f"http://127.0.0.1:{httpd.server_port}/hooks/SECRETPATH", got, state
     httpd.shutdown()
+    httpd.server_close()
 
 
 def test_webhook_posts_json_with_headers_and_retries_on_500(server, caplog):

@@ -87,6 +87,7 @@ def test_spot_notice_from_metadata_preempts_with_143(tiny_model_dir, chat_file, 
         code, _, err = run_cli(*_args(tiny_model_dir, chat_file, out), str(cfg))
     finally:
         srv.shutdown()
+        srv.server_close()
     assert code == 143, err
     assert "GCP preemption notice: saved" in err
     assert ck.verify(ck.list_checkpoints(out)[-1]) is None

@@ -50,8 +50,9 @@ class _Metadata(http.server.BaseHTTPRequestHandler):
                 return self._send(400)
             events = [{"EventId": "1", "EventType": "Preempt", "ResourceType": "VirtualMachine"}] if self.notice else []
             return self._send(200, json.dumps({"DocumentIncarnation": 1, "Events": events}))
-        if self.path == "/slow":
-            time.sleep(5)
+        if self.path == "/slow":  # slower than the client's timeout: it has gone, so nothing is written back
+            time.sleep(1)
+            return None
         return self._send(404)
 
 
@@ -62,6 +63,7 @@ def server():
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{srv.server_address[1]}"
     srv.shutdown()
+    srv.server_close()  # joins the request threads: none outlives the test to write into the next one's output
 
 
 PATHS = {
