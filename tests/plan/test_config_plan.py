@@ -99,6 +99,7 @@ method: lora
 lora_r: 8
 lora_alpha: 16
 lora_targets: qv
+lora_dropout: 0.05
 datasets:
   - path: rows.jsonl
     type: messages
@@ -136,6 +137,7 @@ def test_a_cheaptune_config_plan_saves_what_train_then_runs(run_cli, tiny_model_
     assert planned.dataset == str((tmp_path / "rows.jsonl").resolve())  # beside the config, made absolute
     t = planned.train
     assert (t.method, t.precision, t.lora_r, t.lora_alpha, t.lora_targets) == ("lora", "fp16-mixed", 8, 16, "qv")
+    assert t.lora_dropout == 0.05  # sized and run with the config's dropout (its dropped input copies)
     assert (t.micro_batch, t.grad_accum, t.seq_len, t.epochs, t.loss) == (2, 2, 64, 2.0, "trl")
     assert "sized as cheaptune train runs the config" in " ".join(doc["notes"])
     cfg = build(None, plan_path, {"device": "cpu", "output_dir": str(tmp_path / "out")})

@@ -34,6 +34,8 @@ class TrainSettings(BaseModel):
     lora_r: int | None = Field(16, ge=1)
     lora_alpha: int | None = Field(32, ge=1)
     lora_targets: str | None = "all-linear"
+    lora_dropout: float | None = Field(policy.LORA_DROPOUT, ge=0.0, lt=1.0,
+                                       description="LoRA dropout: > 0 keeps a dropped copy of each adapted input")
     micro_batch: int = Field(1, ge=1, le=4096)
     grad_accum: int = Field(1, ge=1, le=1_000_000)
     grad_ckpt: bool = False
@@ -66,9 +68,11 @@ class TrainSettings(BaseModel):
         if self.method != "qlora" and self.quant is not None:
             raise ValueError(f"quant {self.quant} needs method qlora (it quantizes the frozen base)")
         if self.method not in LORA_METHODS:
-            self.lora_r = self.lora_alpha = self.lora_targets = None
+            self.lora_r = self.lora_alpha = self.lora_targets = self.lora_dropout = None
         elif self.lora_r is None or self.lora_alpha is None:
             raise ValueError(f"method {self.method} needs lora_r and lora_alpha")
+        elif self.lora_dropout is None:
+            self.lora_dropout = policy.LORA_DROPOUT
         if self.objective != "dpo":
             self.precompute_ref = False  # only DPO has a reference to precompute
         if self.gpus > 1 and self.sharding is None:
@@ -99,7 +103,7 @@ class TrainSettings(BaseModel):
 
         return EstimateRequest(
             model=model, method=self.method, lora_r=self.lora_r or 16, lora_alpha=self.lora_alpha or 32,
-            lora_targets=self.lora_targets or "all-linear", micro_batch=self.micro_batch, seq_len=self.seq_len,
+            lora_targets=self.lora_targets or "all-linear", lora_dropout=self.lora_dropout, micro_batch=self.micro_batch, seq_len=self.seq_len,
             precision=self.precision, quant=self.quant, grad_ckpt=self.grad_ckpt, optimizer=self.optimizer,
             attn=self.attn, loss=self.loss, gpus=self.gpus, sharding=self.sharding_name, offload=self.offload,
             allow_long_context=True, objective=self.objective, precompute_ref=self.precompute_ref,

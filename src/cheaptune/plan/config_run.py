@@ -140,7 +140,7 @@ def _request_fields(req: Any) -> dict[str, Any]:
     """Settings fields from another trainer's request: the same model, adapter, batch and kernels, run by
     cheaptune's trainer (its loss; its precision for the GPU unless the config fixes one)."""
     fields = {"quant": req.quant, "optimizer": req.optimizer, "lora_r": req.lora_r, "lora_alpha": req.lora_alpha,
-              "lora_targets": req.lora_targets, "micro_batch": req.micro_batch, "grad_ckpt": req.grad_ckpt,
+              "lora_targets": req.lora_targets, "lora_dropout": req.lora_dropout, "micro_batch": req.micro_batch, "grad_ckpt": req.grad_ckpt,
               "attn": req.attn, "seq_len": req.seq_len}
     return {**fields, "precision": req.precision} if req.precision else fields
 
