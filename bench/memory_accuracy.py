@@ -49,9 +49,11 @@ HELD_OUT = ("config_hub/finetune", "Performance-Comparison")
 # row id -> the peft_config of its PEFT method_comparison result file, built with peft's get_peft_config
 PEFT_CONFIGS = json.loads((HERE / "data" / "peft_method_comparison_configs.json").read_text())["rows"]
 WHY = {
-    "litgpt": "simulated with --trainer litgpt (bf16-true, LoRA dropout 0.05, chunked bf16 loss with the logits chunks "
-              "held, bitsandbytes 0.41.1 keeping each 4-bit matmul's input, torch's fused tanh-GELU for phi); litgpt's own model "
-              "code (fused qkv, RoPE copies, mask-free causal attention) is stood in by the HF class of the same shape",
+    "litgpt": "simulated with --trainer litgpt (bf16-true, LoRA dropout 0.05, chunked loss with the logits chunks held "
+              "in fp32 as Fabric casts the outputs, bitsandbytes 0.41.1 keeping each 4-bit matmul's input, torch's fused "
+              "tanh-GELU for phi, the fused qkv output, one LoRA dropout and zero_pad's source held as litgpt's fused "
+              "attention keeps them); the rest of litgpt's model code is stood in by the HF class of the same shape "
+              "(not simulated: lit_gpt@8641822's RMSNorm in bf16, where HF and later litgpt keep an fp32 copy)",
     "torchtune": "simulated with --trainer torchtune (bf16, chunked fp32 loss); torch.compile and torchao NF4 are not "
                  "simulated, so compiled rows read HIGH",
     "torchtune-0.1": "torchtune's April 2024 tutorials: --trainer torchtune with --loss hf (full fp32 logits, as "

@@ -50,14 +50,23 @@ def test_profile_quirks_change_the_simulated_peak(tiny_cfg):
         _peak(tiny_cfg, lora_dropout=1.5)
 
 
-def test_litgpt_bf16_mixed_keeps_every_weight_and_logits_chunk_in_fp32(tiny_cfg):
-    """Lightning Fabric's bf16-mixed builds the model in fp32 and casts outputs back to fp32 (bench row R18)."""
+def test_litgpt_bf16_mixed_keeps_every_weight_and_logits_chunk_in_fp32(tiny_cfg, make_request):
+    """Lightning Fabric's bf16-mixed builds the model in fp32 (bench row R18); under either precision Fabric
+    casts the outputs to fp32 (convert_output), so the logits chunks litgpt holds are fp32."""
+    from cheaptune.estimate.simulate import simulate
+
     lit = _peak(tiny_cfg, trainer="litgpt", method="lora", precision="bf16-mixed")
     ours = _peak(tiny_cfg, method="lora", precision="bf16-mixed")
     true16 = _peak(tiny_cfg, trainer="litgpt", method="lora", precision="bf16-true")
     assert ours["weights"] == true16["weights"]  # bf16 frozen base in both
     assert lit["weights"] == pytest.approx(2 * ours["weights"], rel=0.02)  # fp32 (fp32 buffers in all three)
-    assert lit["logits_loss"] > true16["logits_loss"]  # the held logits chunks are fp32, not bf16
+    assert lit["logits_loss"] == pytest.approx(true16["logits_loss"], rel=0.1)
+    kw = dict(method="lora", lora_targets="qv", precision="bf16-true", micro_batch=2, seq_len=128)
+    fp32 = simulate(make_request(tiny_cfg, trainer="litgpt", **kw), tiny_cfg).breakdown["logits_loss"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(_profiles(), "litgpt", dataclasses.replace(get_profile("litgpt"), fp32_outputs=False))
+        bf16 = simulate(make_request(tiny_cfg, trainer="litgpt", **kw), tiny_cfg).breakdown["logits_loss"]
+    assert bf16 < 0.8 * fp32
 
 
 def test_cli_estimate_config_and_trainer(run_cli, tiny_cfg, tmp_path):
@@ -104,6 +113,54 @@ def test_litgpt_runs_torchs_fused_gelu_where_hf_phi_runs_a_python_one(make_reque
         mp.setitem(_profiles(), "litgpt", python_gelu)
         unfused = simulate(make_request(cfg, trainer="litgpt", **kw), cfg)
     assert litgpt.breakdown["activations"] < unfused.breakdown["activations"]
+
+
+def _saved_bytes(cfg, targets: list[str], fused: bool) -> int:
+    """Bytes of the storages autograd saves in one step of the HF class with peft LoRA (dropout 0.05) on `targets`."""
+    import peft
+    from transformers import AutoModelForCausalLM
+
+    from cheaptune.estimate.fused_qkv import apply_fused_qkv
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_dropout=0.05, target_modules=targets),
+                                autocast_adapter_dtype=False)
+    if fused:
+        assert apply_fused_qkv(model, cfg, qv_preset=True) == cfg.num_hidden_layers
+    storages: dict[int, int] = {}
+
+    def pack(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    ids = torch.randint(0, cfg.vocab_size, (2, 16))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model.train()(input_ids=ids).logits.float().sum().backward()
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize("arch", ["llama-mha", "llama-gqa", "gpt_neox"])
+def test_litgpt_fused_qkv_holds_what_its_fused_projection_and_lora_keep(arch):
+    """Per block and token, litgpt keeps the fused output's q and k parts (SDPA saves v, a view of it; only with as
+    many kv heads as heads, and where the HF class has separate projections) and zero_pad's source (q and v updates),
+    but one LoRA dropout where peft runs one per adapted projection."""
+    from transformers import GPTNeoXConfig, LlamaConfig
+
+    h, tokens, layers = 64, 2 * 16, 2
+    shape = dict(hidden_size=h, intermediate_size=128, num_attention_heads=4, num_hidden_layers=layers, vocab_size=128)
+    if arch == "gpt_neox":  # fused query_key_value, adapted whole by peft: only zero_pad's source is new
+        cfg, targets, kv = GPTNeoXConfig(**shape), ["query_key_value"], h
+        held, dropouts = h + kv, 0
+    else:
+        kv = h if arch == "llama-mha" else h // 2
+        cfg = LlamaConfig(**shape, num_key_value_heads=kv // 16, max_position_embeddings=64)
+        targets = ["q_proj", "v_proj"]
+        # one dropout fewer per block: its output (2 bytes an element) and, where the input needs a gradient (not in
+        # the first block), torch's CPU dropout noise (2 bytes; CUDA keeps a 1-byte mask)
+        held, dropouts = (h + kv if kv == h else 0) + (h + kv), 2 * h + 4 * h
+    extra = _saved_bytes(cfg, targets, fused=True) - _saved_bytes(cfg, targets, fused=False)
+    assert extra == tokens * (layers * 2 * held - dropouts)
 
 
 def test_torchao_0_1_load_time_peak_is_held_as_reserved_memory():

@@ -160,6 +160,11 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
                                         autocast_adapter_dtype=policy.adapter_dtype == torch.float32)
             apply_peft_version_quirks(model, getattr(req, "peft_config", None))
         set_adapter_dtype(model, policy)
+    if get_profile(getattr(req, "trainer", None)).fused_qkv and not getattr(req, "peft_config", None) \
+            and req.method in ("full", "lora", "qlora"):
+        from cheaptune.estimate.fused_qkv import apply_fused_qkv
+
+        apply_fused_qkv(model, cfg, qv_preset="qv" in req.lora_targets.split(","))
     if req.grad_ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if req.method != "full":

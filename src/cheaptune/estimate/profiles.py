@@ -43,7 +43,9 @@ class Profile:
     qlora_adapter_dtype: str | None = None
     grad_ckpt: bool = False
     mixed_fp32: bool = False
+    fp32_outputs: bool = False
     fused_gelu: bool = False
+    fused_qkv: bool = False
     not_simulated: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
 

@@ -319,7 +319,7 @@ def _chunked_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
         head = base.get_output_embeddings()
         chunks = (head(h) for h in hidden.split(size, dim=1))
     held, total = [], None
-    fp32_out = prof.mixed_fp32 and req.precision.endswith("-mixed")  # the model's outputs cast back to fp32
+    fp32_out = prof.fp32_outputs  # the trainer casts the model's outputs (the logits chunks) to fp32
     for logits, labels in zip(chunks, ids.split(size, dim=1), strict=True):
         logits = logits.float() if fp32_out else logits
         if prof.loss_full_logits:
