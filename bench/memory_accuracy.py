@@ -31,8 +31,9 @@ METRIC = {"max_allocated": "peak_allocated_bytes", "torch_peak": "peak_allocated
           "nvml": "device_total_bytes"}
 # framework column -> (trainer profile, row-level settings the source states)
 TRAINER = {
-    # resource-tables.md header: "Bitsandbytes 0.41.1", before the 0.43.2 fix (estimate/profiles.py)
-    "litgpt": ("litgpt", {"bnb_keeps_input": True}),
+    # resource-tables.md header: "Bitsandbytes 0.41.1", before the 0.43.2 fix (estimate/profiles.py), and "PyTorch
+    # 2.1.0", whose SDPA math path (falcon's one kv head, not repeated at 8641822) kept bf16 (simulate._math_sdpa_16bit)
+    "litgpt": ("litgpt", {"bnb_keeps_input": True, "math_sdpa_16bit": True}),
     "torchtune": ("torchtune", {}),
     # torchtune 0.1 (April 2024 tutorials): TransformerDecoder returned self.output(h).float() (torchtune@ff594c231
     # torchtune/modules/transformer.py L210) and the recipe ran torch.nn.CrossEntropyLoss on those full fp32 logits

@@ -163,6 +163,22 @@ def test_litgpt_fused_qkv_holds_what_its_fused_projection_and_lora_keep(arch):
     assert extra == tokens * (layers * 2 * held - dropouts)
 
 
+def test_math_sdpa_in_16_bits_as_torch_before_2_5_ran_it(make_request):
+    """Falcon's one kv head sends SDPA to its math path, which keeps the [heads, T, T] probabilities: torch >= 2.5
+    upcasts them to fp32, torch 2.1 (litgpt's resource tables) kept bf16, half the bytes; the flag is restored."""
+    from transformers import FalconConfig
+
+    from cheaptune.estimate.simulate import simulate
+
+    cfg = FalconConfig(hidden_size=64, num_attention_heads=4, multi_query=True, new_decoder_architecture=False,
+                       alibi=False, num_hidden_layers=2, vocab_size=128, max_position_embeddings=512)
+    kw = dict(method="full", precision="bf16-true", micro_batch=1, seq_len=256, loss="hf")
+    fp32 = simulate(make_request(cfg, **kw), cfg).breakdown["activations"]
+    bf16 = simulate(make_request(cfg, math_sdpa_16bit=True, **kw), cfg).breakdown["activations"]
+    probs = 2 * 4 * 256 * 256  # one block's probabilities in bf16, what the upcast adds at least
+    assert fp32 - bf16 >= probs and not torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()
+
+
 def test_torchao_0_1_load_time_peak_is_held_as_reserved_memory():
     """torchao < 0.2 quantized each weight in one piece (68 bytes per element of transients) with the model
     resident; the allocator keeps that peak, so reserved and device totals carry it, allocated does not."""

@@ -33,7 +33,7 @@ from cheaptune.estimate.sharding import check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
-ESTIMATOR_VERSION = "7"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv
+ESTIMATOR_VERSION = "7"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits
 PEFT_METHODS = ("lora", "qlora", "dora")
 
 
@@ -63,6 +63,7 @@ class EstimateRequest:
     lora_dropout: float | None = None  # None: the trainer's default
     bnb_keeps_input: bool = False  # bitsandbytes < 0.43.2 kept each 4-bit matmul's input (profiles.py)
     torchao_nf4_unchunked: bool = False  # torchao < 0.2 quantized each weight in one piece (overheads.load_peak)
+    math_sdpa_16bit: bool = False  # torch < 2.5: SDPA's math path kept 16-bit inputs in 16 bits (simulate.py)
     peft_config: str | None = None  # a PEFT config as JSON (PeftConfig.to_dict()): the adapter built, any method peft has
     objective: str = "sft"  # sft | dpo | orpo: trl's preference step (simulate.preference_forward)
     precompute_ref: bool = False  # dpo, full: reference log-probs precomputed, so no reference copy is held
@@ -169,7 +170,7 @@ def _inputs(req: EstimateRequest, label: str) -> dict:
     d["model"] = label
     if d["objective"] == "sft":  # SFT inputs (and so their cache keys) as before preference tuning existed
         del d["objective"], d["precompute_ref"]
-    for opt in ("torchao_nf4_unchunked", "peft_config"):  # named only where set, so other keys stay as they were
+    for opt in ("torchao_nf4_unchunked", "peft_config", "math_sdpa_16bit"):  # named only where set, so other keys stay as they were
         if not d[opt]:
             del d[opt]
     return d

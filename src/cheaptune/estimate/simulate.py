@@ -140,7 +140,8 @@ def simulate(req, cfg, real: bool = False, steps: int = 2, loss_kernels: str = "
         if req.bnb_keeps_input and built.quantized:
             _keep_4bit_inputs(model)
         kernels = _gpu_loss_kernels() if loss_kernels == "gpu" else contextlib.nullcontext()
-        with mode, kernels, (contextlib.nullcontext() if real else _real_mask_decision()):
+        with mode, kernels, (contextlib.nullcontext() if real else _real_mask_decision()), \
+                _math_sdpa_16bit(getattr(req, "math_sdpa_16bit", False)):
             return _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin)
 
 
@@ -159,6 +160,19 @@ def _bnb_qmap_restored():
         if bf is not None:
             bf.name2qmap.clear()
             bf.name2qmap.update(before or {})
+
+
+@contextlib.contextmanager
+def _math_sdpa_16bit(on: bool):
+    """torch < 2.5 ran SDPA's math path (no flash kernel for the shapes, e.g. one kv head not repeated) in the
+    inputs' 16-bit dtype; from 2.5 it upcasts them to fp32, doubling the T x T probabilities it keeps
+    (pytorch#128922, #135964: torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp turns it back off)."""
+    before = torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()
+    torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(on or before)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(before)
 
 
 def _noop(*_args, **_kwargs) -> None:
