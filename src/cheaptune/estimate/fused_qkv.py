@@ -1,8 +1,8 @@
 """litgpt's fused attention projection and its LoRA, simulated on the HF class of the same shape.
 
-litgpt computes q, k and v with one Linear and adapts it with one LoRA layer (lit_gpt/model.py L166-190 and
-lit_gpt/lora.py L300-331 LoRAQKVLinear at 8641822, the resource tables' commit; litgpt/model.py L472-499 and
-litgpt/lora.py LoRAQKVLinear at v0.5.13). What that keeps for backward, where the HF class with peft differs:
+litgpt computes q, k and v with one Linear and adapts it with one LoRA layer (lit_gpt/model.py L196-227 and
+lit_gpt/lora.py L351-386, zero_pad L293, at 8641822, the resource tables' commit; litgpt/model.py L472-499, L594 and
+litgpt/lora.py L405-413, L326 at v0.5.13). What that keeps for backward, where the HF class with peft differs:
 
 - the fused output: q, k and v are views of it and SDPA saves v, so q's and k's parts stay alive until the
   attention's backward. Only with as many key/value heads as query heads: otherwise litgpt repeats k and v
@@ -106,6 +106,7 @@ def _share_dropout(layers: list) -> bool:
 
 
 def _hold(out, n: int):
+    """The attention output, now keeping `n` more activations per token (an empty tensor of the held parts' size)."""
     first = out[0] if isinstance(out, tuple) else out
     if not first.requires_grad:
         return out
