@@ -53,7 +53,8 @@ WHY = {
     "litgpt": "simulated with --trainer litgpt (bf16-true, LoRA dropout 0.05, chunked loss with the logits chunks held "
               "in fp32 as Fabric casts the outputs, bitsandbytes 0.41.1 keeping each 4-bit matmul's input, torch's fused "
               "tanh-GELU for phi, the fused qkv output, one LoRA dropout and zero_pad's source held as litgpt's fused "
-              "attention keeps them); the rest of litgpt's model code is stood in by the HF class of the same shape "
+              "attention keeps them, PyTorch 2.1's math SDPA in bf16 for falcon's single kv head); the rest of litgpt's "
+              "model code is stood in by the HF class of the same shape "
               "(not simulated: lit_gpt@8641822's RMSNorm in bf16, where HF and later litgpt keep an fp32 copy)",
     "torchtune": "simulated with --trainer torchtune (bf16, chunked fp32 loss); torch.compile and torchao NF4 are not "
                  "simulated, so compiled rows read HIGH",
