@@ -43,6 +43,7 @@ TRAINER = {
     "hf-peft": ("hf", {"lora_dropout": 0.0}),  # method_comparison configs: lora_dropout 0.0
     "hf-peft-config": ("hf", {}),  # the adapter is the result file's own peft_config (PEFT_CONFIGS)
     "hf-trainer": ("hf", {}),
+    "llama-factory": ("llama-factory", {}),  # its defaults (estimate/data/profiles.yaml); no public row yet
 }
 # allocator_slack_fraction (estimate/data/overheads.yaml) was calibrated on the max_reserved PEFT rows
 FITTED = {"P1", "P2", "P3", "P4", "P5", "P7", "P9"}
@@ -66,6 +67,10 @@ WHY = {
                       "get_peft_config); measured as hf-peft below",
     "hf-peft": "PEFT MetaMathQA: --trainer hf (fp32 logits over Llama-3.2's 128k vocabulary); its peak reserved also "
                "includes eval/generation and batches padded to the longest sample, so we expect to be somewhat LOW",
+    "llama-factory": "simulated with --trainer llama-factory (model's loss over full fp32 logits, fp32 adapters under bf16 "
+                     "autocast, fp32 master weights for full fine-tuning, no kbit upcast, LoRA dropout 0.0, all linear "
+                     "targets, gradient checkpointing on); its reentrant checkpointing is simulated non-reentrant "
+                     "(same simulated peak)",
 }
 
 
