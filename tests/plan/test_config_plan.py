@@ -176,3 +176,24 @@ def test_the_stock_axolotl_qlora_config_saves_cheaptunes_run_and_says_axolotls_p
     assert "axolotl would peak at" in notes and "paged_adamw_32bit is planned and saved as adamw_torch_fused" in notes
     same = build(config, plan_path, {"base_model": str(tiny_model_dir), "sequence_len": 64})
     assert set(same._plan_overrides) == {"optimizer"}  # the config's paged optimizer, the one setting said above
+
+
+def test_a_config_is_priced_at_its_own_speed_options(run_cli, tiny_model_dir, tmp_path, monkeypatch):
+    """A config that turns on liger_kernel is priced with Liger's factor and nothing more (not the planner's
+    torch.compile), the options its saved plan runs; --no-speedups prices it without."""
+    from cheaptune.estimate.speedups import table
+
+    monkeypatch.setenv("CHEAPTUNE_HOME", str(tmp_path / "home"))
+    rates = {}
+    for name, extra, args in [("plain", "", ()), ("liger", "liger_kernel: true\n", ()),
+                              ("off", "liger_kernel: true\n", ("--no-speedups",))]:
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(OWN.format(model=tiny_model_dir) + extra)
+        code, out, err = run_cli("plan", "--config", str(config), "--tokens", "100000", "--gpu", "A100-80GB",
+                                 "--spot", "never", "--json", *args)
+        assert code == 0, err
+        best = json.loads(out)["recommended"]
+        rates[name] = best["tokens_per_s"]
+        assert best["details"]["speedups"]["options"] == (["liger_kernel"] if name == "liger" else [])
+    assert rates["liger"] / rates["plain"] == pytest.approx(float(table()["liger_kernel"]["factor"]), rel=1e-3)
+    assert rates["off"] == pytest.approx(rates["plain"])

@@ -102,7 +102,7 @@ def plan_command(
         methods=parse_methods(method or "auto"), budget_usd=budget, deadline_hours=deadline,
         providers=_csv(providers), exclude_providers=_csv(exclude_providers), spot=spot.lower(), community=community,
         max_gpus=1 if foreign else max_gpus, headroom=headroom, optimize=optimize.lower(), top=top, lora_r=lora_r,
-        speedups=speedups and not foreign,  # a config plans its own run, options as it sets them
+        speedups=(foreign.speed_options if speedups else ()) if foreign else speedups,  # a config's own options
         gpus=tuple(resolve_gpu(g).name for g in _csv(",".join(gpu or ()))),
     ).validate()
     spec = resolve_model(model)

@@ -55,9 +55,12 @@ def runs_on(gpu: Any, name: str) -> bool:
     return float(cc) >= float(need)
 
 
-def for_gpu(gpu: Any, enabled: bool = True) -> Speedup:
-    """The speed options a plan turns on for `gpu`: each in PLANNED that runs there and whose factor is above 1
-    (none when `enabled` is false: plan --no-speedups)."""
+def for_gpu(gpu: Any, enabled: bool | tuple[str, ...] = True) -> Speedup:
+    """The speed options a run has on `gpu`. `enabled` true: the planner's choice, each in PLANNED that runs
+    there and whose factor is above 1; false: none (plan --no-speedups); a tuple: exactly the options a
+    config fixes (plan --config), each where it runs, so its run is priced at its own speed."""
+    if isinstance(enabled, tuple):
+        return speedup(**{name: name in enabled and runs_on(gpu, name) for name in PLANNED})
     on = {name: enabled and runs_on(gpu, name) and float(table()[name]["factor"]) > 1 for name in PLANNED}
     return speedup(**on)
 

@@ -40,6 +40,14 @@ class ConfigRun:
     settings: dict[str, Any] | None = None
     said: tuple[str, ...] = ()  # how the config was read for cheaptune's trainer, one line each
 
+    @property
+    def speed_options(self) -> tuple[str, ...]:
+        """The planner's speed options (estimate.speedups.PLANNED) the run turns on itself: priced at its own
+        speed. Another trainer's run (no settings) is priced without them: the time model is cheaptune's."""
+        from cheaptune.estimate.speedups import PLANNED
+
+        return tuple(name for name in PLANNED if (self.settings or {}).get(name))
+
 
 def _number(raw: dict, key: str, default: float, path, kind=float) -> float:
     value = raw.get(key)

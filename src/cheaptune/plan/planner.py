@@ -204,7 +204,7 @@ def _notes(c: Constraints, gpus: list[Any], by_gpu: dict[str, list[Any]], allowe
 
 
 def _shadow(method: str, best: Option, w: Workload, shape: ModelShape, consts: dict, fit: FitFn, gpu: Any,
-            speedups: bool = True) -> Option | None:
+            speedups: bool | tuple[str, ...] = True) -> Option | None:
     """Price another method on the winner's GPU and offer (one GPU only), for the doctor's comparisons."""
     if best.total_gpus > 1 or best.offer is None:
         return None

@@ -104,7 +104,7 @@ def precision_for(gpu: Any) -> str:
 
 
 def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, consts: dict[str, float],
-                 speedups: bool = True) -> Option:
+                 speedups: bool | tuple[str, ...] = True) -> Option:
     """Time, cost and risk of one (method, GPUs, offer); `offer` is one instance of `gf.nodes`. With `speedups`
     the speed options that pay on the board (estimate.speedups.for_gpu) are on and their factor applied."""
     fit, gpu, nodes = gf.fit, gf.gpu, gf.nodes

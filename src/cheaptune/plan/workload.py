@@ -71,7 +71,9 @@ class Constraints:
     optimize: str = "cost"
     top: int = 8
     lora_r: int = 16
-    speedups: bool = True  # turn on the speed options that pay on each board (estimate.speedups); --no-speedups
+    # the speed options (estimate.speedups.for_gpu): true, those that pay on each board; false, none
+    # (--no-speedups); a tuple, exactly those a config sets (plan --config)
+    speedups: bool | tuple[str, ...] = True
     gpus: tuple[str, ...] = field(default=())  # restrict to these canonical GPU names (empty: all)
 
     def validate(self) -> Constraints:
