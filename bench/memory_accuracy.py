@@ -41,6 +41,11 @@ TRAINER = {
     # and torchao==0.1 (pyproject at 0914d5cfb), which quantized each weight to NF4 in one piece (overheads.load_peak)
     "torchtune-0.1": ("torchtune", {"loss": "hf", "torchao_nf4_unchunked": True}),
     "hf-peft": ("hf", {"lora_dropout": 0.0}),  # method_comparison configs: lora_dropout 0.0
+    # axolotl@dc71d8872 (Aug 2023): examples/llama-2/qlora.yml sets lora_dropout 0.05; requirements.txt bitsandbytes>=0.39.0
+    # (0.41 then, before the 0.43.2 fix) and transformers from git main, whose LlamaModel called torch.utils.checkpoint
+    # without use_reentrant (torch 2.0's reentrant default; the kwarg came in transformers 4.35)
+    "axolotl-0.1": ("axolotl", {"lora_dropout": 0.05, "bnb_keeps_input": True, "reentrant_ckpt": True}),
+    "axolotl-0.12": ("axolotl", {"lora_dropout": 0.05}),  # the row's configs/mistral-lora.yml sets lora_dropout 0.05
     "hf-peft-config": ("hf", {}),  # the adapter is the result file's own peft_config (PEFT_CONFIGS)
     "hf-trainer": ("hf", {}),
     "llama-factory": ("llama-factory", {}),  # its defaults (estimate/data/profiles.yaml); no public row yet
@@ -63,6 +68,11 @@ WHY = {
                      "torchtune 0.1 ran); QLoRA's peak reserved already held 9.13 GB at model init (qlora_finetune.rst): "
                      "torchao 0.1 quantized each weight in one piece with the model resident, a load-time peak the "
                      "caching allocator keeps, added as load_time_peak (estimate/data/overheads.yaml)",
+    "axolotl-0.1": "Axolotl's Aug 2023 Llama-2 QLoRA example: --trainer axolotl (model's loss over fp32 logits, peft's kbit "
+                   "upcast of embeddings, head and norms to fp32, which axolotl then kept: the cast back came in v0.3.0), "
+                   "bitsandbytes 0.41 keeping each 4-bit matmul's input, under reentrant checkpointing only for the block "
+                   "being recomputed; nvidia-smi figure 'about 17 GB', rounded",
+    "axolotl-0.12": "Axolotl 0.12 LoRA (Mistral-7B v0.3, 128 tokens): --trainer axolotl; max_memory_allocated since start",
     "hf-peft-config": "PEFT MetaMathQA, each method's adapter built from the result's own peft_config (peft "
                       "get_peft_config); measured as hf-peft below",
     "hf-peft": "PEFT MetaMathQA: --trainer hf (fp32 logits over Llama-3.2's 128k vocabulary); its peak reserved also "

@@ -166,7 +166,11 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
 
         apply_fused_qkv(model, cfg, qv_preset="qv" in req.lora_targets.split(","))
     if req.grad_ckpt:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # reentrant_ckpt: transformers < 4.35 called torch.utils.checkpoint without use_reentrant, so torch's default
+        # (reentrant) ran; its first forward is under no_grad, so nothing a layer keeps outside save_for_backward
+        # (bitsandbytes < 0.43.2's ctx.tensors, simulate._keep_4bit_inputs) outlives the layer
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": bool(getattr(req, "reentrant_ckpt", False))})
         if req.method != "full":
             model.enable_input_require_grads()
     add_trainer_loss_head(model)

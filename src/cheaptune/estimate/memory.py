@@ -64,6 +64,7 @@ class EstimateRequest:
     bnb_keeps_input: bool = False  # bitsandbytes < 0.43.2 kept each 4-bit matmul's input (profiles.py)
     torchao_nf4_unchunked: bool = False  # torchao < 0.2 quantized each weight in one piece (overheads.load_peak)
     math_sdpa_16bit: bool = False  # torch < 2.5: SDPA's math path kept 16-bit inputs in 16 bits (simulate.py)
+    reentrant_ckpt: bool = False  # transformers < 4.35 checkpointed with torch's reentrant default (build.py)
     peft_config: str | None = None  # a PEFT config as JSON (PeftConfig.to_dict()): the adapter built, any method peft has
     objective: str = "sft"  # sft | dpo | orpo: trl's preference step (simulate.preference_forward)
     precompute_ref: bool = False  # dpo, full: reference log-probs precomputed, so no reference copy is held
@@ -170,7 +171,7 @@ def _inputs(req: EstimateRequest, label: str) -> dict:
     d["model"] = label
     if d["objective"] == "sft":  # SFT inputs (and so their cache keys) as before preference tuning existed
         del d["objective"], d["precompute_ref"]
-    for opt in ("torchao_nf4_unchunked", "peft_config", "math_sdpa_16bit"):  # named only where set, so other keys stay as they were
+    for opt in ("torchao_nf4_unchunked", "peft_config", "math_sdpa_16bit", "reentrant_ckpt"):  # named only where set, so other keys stay as they were
         if not d[opt]:
             del d[opt]
     return d
