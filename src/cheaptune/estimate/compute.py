@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate import overheads
+from cheaptune.estimate import overheads, torchao_init
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,7 @@ def compute(req, cfg: dict, inputs: dict, version: str):
     breakdown["kernel_workspaces"] = ws[peak_phase]
     allocated = max(peaks.values())
     reserved, device_total = overheads.reserved_and_total(allocated)
-    load = overheads.load_peak(req, breakdown, max_lin)
-    load_reserved = overheads.reserved_and_total(load)[0] if load else 0
+    load_reserved, load = torchao_init.load_peaks(req, cfg)
     if load_reserved > reserved:  # the allocator still holds the load-time peak during training
         breakdown["load_time_peak"] = load_reserved - reserved
         device_total += load_reserved - reserved

@@ -33,7 +33,7 @@ from cheaptune.estimate.sharding import check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
-ESTIMATOR_VERSION = "7"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits
+ESTIMATOR_VERSION = "8"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator
 PEFT_METHODS = ("lora", "qlora", "dora")
 
 
@@ -62,7 +62,7 @@ class EstimateRequest:
     trainer: str = "cheaptune"  # whose step is simulated: estimate/data/profiles.yaml
     lora_dropout: float | None = None  # None: the trainer's default
     bnb_keeps_input: bool = False  # bitsandbytes < 0.43.2 kept each 4-bit matmul's input (profiles.py)
-    torchao_nf4_unchunked: bool = False  # torchao < 0.2 quantized each weight in one piece (overheads.load_peak)
+    torchao_nf4_unchunked: bool = False  # torchtune 0.1 with torchao 0.1: its init replayed (estimate/torchao_init.py)
     math_sdpa_16bit: bool = False  # torch < 2.5: SDPA's math path kept 16-bit inputs in 16 bits (simulate.py)
     reentrant_ckpt: bool = False  # transformers < 4.35 checkpointed with torch's reentrant default (build.py)
     peft_config: str | None = None  # a PEFT config as JSON (PeftConfig.to_dict()): the adapter built, any method peft has

@@ -36,17 +36,6 @@ def workspaces(req, cfg: dict, max_quant_linear: int) -> dict[str, int]:
     return {"forward": base + dequant, "backward": base + max(flash, dequant), "optimizer": base}
 
 
-def load_peak(req, breakdown: dict[str, int], max_quant_linear: int) -> int:
-    """Bytes allocated at the load-time peak, 0 where loading stays below the step's peak.
-
-    torchao before v0.2 quantized each weight to NF4 in one piece, with [numel, 16] intermediates, while
-    the rest of the model sat on the GPU; the caching allocator keeps that peak as reserved memory."""
-    if req.method != "qlora" or not getattr(req, "torchao_nf4_unchunked", False):
-        return 0
-    model = breakdown.get("weights", 0) + breakdown.get("trainable_weights", 0)
-    return model + int(constants()["torchao_nf4_unchunked_load_bytes_per_weight"] * max_quant_linear)
-
-
 def reserved_and_total(peak_allocated: int) -> tuple[int, int]:
     c = constants()
     slack = max(int(peak_allocated * c["allocator_slack_fraction"]), int(c["allocator_slack_min_bytes"]))
