@@ -38,7 +38,7 @@ TRAINER = {
     # torchtune 0.1 (April 2024 tutorials): TransformerDecoder returned self.output(h).float() (torchtune@ff594c231
     # torchtune/modules/transformer.py L210) and the recipe ran torch.nn.CrossEntropyLoss on those full fp32 logits
     # (recipes/lora_finetune_single_device.py L447-453), the loss the chunked one replaced later
-    # and torchao==0.1 (pyproject at 0914d5cfb), which quantized each weight to NF4 in one piece (overheads.load_peak)
+    # and torchao==0.1 (pyproject at 0914d5cfb), whose whole-weight NF4 init is replayed (estimate/torchao_init.py)
     "torchtune-0.1": ("torchtune", {"loss": "hf", "torchao_nf4_unchunked": True}),
     "hf-peft": ("hf", {"lora_dropout": 0.0}),  # method_comparison configs: lora_dropout 0.0
     # axolotl@dc71d8872 (Aug 2023): examples/llama-2/qlora.yml sets lora_dropout 0.05; requirements.txt bitsandbytes>=0.39.0
@@ -46,6 +46,7 @@ TRAINER = {
     # without use_reentrant (torch 2.0's reentrant default; the kwarg came in transformers 4.35)
     "axolotl-0.1": ("axolotl", {"lora_dropout": 0.05, "bnb_keeps_input": True, "reentrant_ckpt": True}),
     "axolotl-0.12": ("axolotl", {"lora_dropout": 0.05}),  # the row's configs/mistral-lora.yml sets lora_dropout 0.05
+    "axolotl-0.19": ("axolotl", {}),  # bench/gpu_trainer_rows.py runs (lora_dropout 0.0, the profile's default)
     "hf-peft-config": ("hf", {}),  # the adapter is the result file's own peft_config (PEFT_CONFIGS)
     "hf-trainer": ("hf", {}),
     "llama-factory": ("llama-factory", {}),  # its defaults (estimate/data/profiles.yaml); no public row yet
@@ -66,8 +67,10 @@ WHY = {
                  "simulated, so compiled rows read HIGH",
     "torchtune-0.1": "torchtune's April 2024 tutorials: --trainer torchtune with --loss hf (full fp32 logits, as "
                      "torchtune 0.1 ran); QLoRA's peak reserved already held 9.13 GB at model init (qlora_finetune.rst): "
-                     "torchao 0.1 quantized each weight in one piece with the model resident, a load-time peak the "
-                     "caching allocator keeps, added as load_time_peak (estimate/data/overheads.yaml)",
+                     "the builder deep-copies one layer 32 times (each NF4 weight dequantized and quantized again through "
+                     "torchao 0.1's [numel, 16] intermediates) and load_state_dict quantizes every weight once more; that "
+                     "init replayed through a model of the caching allocator (estimate/torchao_init.py) reserves 9.13 GB, "
+                     "held through training as load_time_peak; training's own growth above it is not simulated",
     "axolotl-0.1": "Axolotl's Aug 2023 Llama-2 QLoRA example: --trainer axolotl (model's loss over fp32 logits, peft's kbit "
                    "upcast of embeddings, head and norms to fp32, which axolotl then kept: the cast back came in v0.3.0), "
                    "bitsandbytes 0.41 keeping each 4-bit matmul's input, under reentrant checkpointing only for the block "
