@@ -44,7 +44,8 @@ TRAINER = {
     # axolotl@dc71d8872 (Aug 2023): examples/llama-2/qlora.yml sets lora_dropout 0.05; requirements.txt bitsandbytes>=0.39.0
     # (0.41 then, before the 0.43.2 fix) and transformers from git main, whose LlamaModel called torch.utils.checkpoint
     # without use_reentrant (torch 2.0's reentrant default; the kwarg came in transformers 4.35)
-    "axolotl-0.1": ("axolotl", {"lora_dropout": 0.05, "bnb_keeps_input": True, "reentrant_ckpt": True}),
+    "axolotl-0.1": ("axolotl", {"lora_dropout": 0.05, "bnb_keeps_input": True, "reentrant_ckpt": True,
+                                "kbit_prep": True}),  # peft's upcast kept: the cast back came in v0.3.0
     "axolotl-0.12": ("axolotl", {"lora_dropout": 0.05}),  # the row's configs/mistral-lora.yml sets lora_dropout 0.05
     "axolotl-0.19": ("axolotl", {}),  # bench/gpu_trainer_rows.py runs (lora_dropout 0.0, the profile's default)
     "hf-peft-config": ("hf", {}),  # the adapter is the result file's own peft_config (PEFT_CONFIGS)

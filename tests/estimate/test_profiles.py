@@ -50,6 +50,16 @@ def test_profile_quirks_change_the_simulated_peak(tiny_cfg):
         _peak(tiny_cfg, lora_dropout=1.5)
 
 
+def test_axolotl_casts_the_kbit_upcast_back_unless_a_row_keeps_it(tiny_cfg):
+    """Axolotl since v0.3.0 casts norms and embeddings back to 16 bits after peft's fp32 upcast; a request
+    for an older run keeps the upcast (kbit_prep=True), and the two are cached apart."""
+    now, hf = _peak(tiny_cfg, trainer="axolotl"), _peak(tiny_cfg, trainer="hf")
+    old = _peak(tiny_cfg, trainer="axolotl", kbit_prep=True)
+    assert old["weights"] > 1.5 * now["weights"] and old["weights"] == hf["weights"]
+    assert "kbit_prep" not in now["inputs"] and old["inputs"]["kbit_prep"] is True
+    assert _peak(tiny_cfg, trainer="hf", kbit_prep=False)["weights"] == now["weights"]
+
+
 def test_litgpt_bf16_mixed_keeps_every_weight_and_logits_chunk_in_fp32(tiny_cfg, make_request):
     """Lightning Fabric's bf16-mixed builds the model in fp32 (bench row R18); under either precision Fabric
     casts the outputs to fp32 (convert_output), so the logits chunks litgpt holds are fp32."""

@@ -14,7 +14,7 @@ import torch
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate.policy import FUSED_HEAD_OUTPUTS, Policy, set_adapter_dtype
-from cheaptune.estimate.profiles import apply_model_quirks, apply_peft_version_quirks, get_profile
+from cheaptune.estimate.profiles import apply_model_quirks, apply_peft_version_quirks, get_profile, kbit_prep
 
 LAYER_LIST_KEYS = ("layer_types", "mlp_only_layers")
 
@@ -148,7 +148,7 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
     if quantized:
         _replace_with_nf4(model, req)
         check_quantized(model, cfg.model_type)
-        if get_profile(getattr(req, "trainer", None)).kbit_prep:
+        if kbit_prep(req):
             import peft  # the trainer's own upcast: frozen 16-bit weights (embeddings, norms, head) to fp32
 
             peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)

@@ -65,6 +65,7 @@ class EstimateRequest:
     torchao_nf4_unchunked: bool = False  # torchtune 0.1 with torchao 0.1: its init replayed (estimate/torchao_init.py)
     math_sdpa_16bit: bool = False  # torch < 2.5: SDPA's math path kept 16-bit inputs in 16 bits (simulate.py)
     reentrant_ckpt: bool = False  # transformers < 4.35 checkpointed with torch's reentrant default (build.py)
+    kbit_prep: bool | None = None  # None: the trainer's; peft's fp32 upcast of the 16-bit weights kept (profiles.py)
     peft_config: str | None = None  # a PEFT config as JSON (PeftConfig.to_dict()): the adapter built, any method peft has
     objective: str = "sft"  # sft | dpo | orpo: trl's preference step (simulate.preference_forward)
     precompute_ref: bool = False  # dpo, full: reference log-probs precomputed, so no reference copy is held
@@ -174,6 +175,8 @@ def _inputs(req: EstimateRequest, label: str) -> dict:
     for opt in ("torchao_nf4_unchunked", "peft_config", "math_sdpa_16bit", "reentrant_ckpt"):  # named only where set, so other keys stay as they were
         if not d[opt]:
             del d[opt]
+    if d["kbit_prep"] is None:
+        del d["kbit_prep"]
     return d
 
 

@@ -83,6 +83,13 @@ def get_profile(name: str | None) -> Profile:
     return profiles[key]
 
 
+def kbit_prep(req) -> bool:
+    """Does the trainer keep peft's fp32 upcast of the frozen 16-bit weights in QLoRA (the request's own
+    `kbit_prep` wins over the profile's, for a row run at an older version)?"""
+    own = getattr(req, "kbit_prep", None)
+    return get_profile(getattr(req, "trainer", None)).kbit_prep if own is None else own
+
+
 def profile_policy(req) -> Policy:
     """The dtypes and dropout the request's trainer builds with: cheaptune's policy for the precision,
     then the profile's own choices (QLoRA adapter dtype, autocast after a kbit upcast, dropout)."""
@@ -95,7 +102,7 @@ def profile_policy(req) -> Policy:
     if req.method == "qlora":
         if prof.qlora_adapter_dtype:
             policy = dataclasses.replace(policy, adapter=prof.qlora_adapter_dtype)
-        if prof.kbit_prep and policy.autocast is None:  # fp32 norms/embeddings need autocast to run at all
+        if kbit_prep(req) and policy.autocast is None:  # fp32 norms/embeddings need autocast to run at all
             policy = dataclasses.replace(policy, autocast=policy.base)
     return policy
 
