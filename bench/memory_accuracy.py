@@ -39,7 +39,9 @@ TRAINER = {
     # torchtune/modules/transformer.py L210) and the recipe ran torch.nn.CrossEntropyLoss on those full fp32 logits
     # (recipes/lora_finetune_single_device.py L447-453), the loss the chunked one replaced later
     # and torchao==0.1 (pyproject at 0914d5cfb), whose whole-weight NF4 init is replayed (estimate/torchao_init.py)
-    "torchtune-0.1": ("torchtune", {"loss": "hf", "torchao_nf4_unchunked": True}),
+    # lora_dropout: the builders passed 0.05 to every LoRA layer (torchtune@0914d5cfb models/llama2/_model_builders.py
+    # L101; @20747cd87 models/llama3/_model_builders.py L99)
+    "torchtune-0.1": ("torchtune", {"loss": "hf", "torchao_nf4_unchunked": True, "lora_dropout": 0.05}),
     "hf-peft": ("hf", {"lora_dropout": 0.0}),  # method_comparison configs: lora_dropout 0.0
     # axolotl@dc71d8872 (Aug 2023): examples/llama-2/qlora.yml sets lora_dropout 0.05; requirements.txt bitsandbytes>=0.39.0
     # (0.41 then, before the 0.43.2 fix) and transformers from git main, whose LlamaModel called torch.utils.checkpoint
