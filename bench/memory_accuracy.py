@@ -35,6 +35,11 @@ TRAINER = {
     # 2.1.0", whose SDPA math path (falcon's one kv head, not repeated at 8641822) kept bf16 (simulate._math_sdpa_16bit)
     "litgpt": ("litgpt", {"bnb_keeps_input": True, "math_sdpa_16bit": True}),
     "torchtune": ("torchtune", {}),
+    # the README's optimization ladder (torchtune@1814feb17 README.md "Optimization flags") adds chunked cross-entropy
+    # only in its third row, so "+ Packed Dataset" and "+ Compile" ran torch.nn.CrossEntropyLoss on the whole logits,
+    # which TransformerDecoder returned in fp32 without output chunks (torchtune/modules/transformer.py L647-652;
+    # recipes/full_finetune_single_device.py L625-647 _loss_step); the model's own fp32 loss holds the same at the peak
+    "torchtune-ce": ("torchtune", {"loss": "hf"}),
     # torchtune 0.1 (April 2024 tutorials): TransformerDecoder returned self.output(h).float() (torchtune@ff594c231
     # torchtune/modules/transformer.py L210) and the recipe ran torch.nn.CrossEntropyLoss on those full fp32 logits
     # (recipes/lora_finetune_single_device.py L447-453), the loss the chunked one replaced later
@@ -68,6 +73,8 @@ WHY = {
               "(not simulated: lit_gpt@8641822's RMSNorm in bf16, where HF and later litgpt keep an fp32 copy)",
     "torchtune": "simulated with --trainer torchtune (bf16, chunked fp32 loss); torch.compile and torchao NF4 are not "
                  "simulated, so compiled rows read HIGH",
+    "torchtune-ce": "torchtune README ladder rows before '+ Chunked Cross Entropy': --trainer torchtune with --loss hf "
+                    "(torch.nn.CrossEntropyLoss on the fp32 logits of the whole batch); the '+ Compile' row reads HIGH",
     "torchtune-0.1": "torchtune's April 2024 tutorials: --trainer torchtune with --loss hf (full fp32 logits, as "
                      "torchtune 0.1 ran); QLoRA's peak reserved already held 9.13 GB at model init (qlora_finetune.rst): "
                      "the builder deep-copies one layer 32 times (each NF4 weight dequantized and quantized again through "
@@ -81,8 +88,12 @@ WHY = {
     "axolotl-0.12": "Axolotl 0.12 LoRA (Mistral-7B v0.3, 128 tokens): --trainer axolotl; max_memory_allocated since start",
     "hf-peft-config": "PEFT MetaMathQA, each method's adapter built from the result's own peft_config (peft "
                       "get_peft_config); measured as hf-peft below",
-    "hf-peft": "PEFT MetaMathQA: --trainer hf (fp32 logits over Llama-3.2's 128k vocabulary); its peak reserved also "
-               "includes eval/generation and batches padded to the longest sample, so we expect to be somewhat LOW",
+    "hf-peft": "PEFT MetaMathQA: --trainer hf (fp32 logits over Llama-3.2's 128k vocabulary; bf16 model with peft's "
+               "fp32 adapters and no autocast, so each adapter keeps an fp32 copy of its input; prompt and prefix tuning "
+               "with the result's own virtual tokens); accelerator_memory_max is max_memory_reserved over the whole run "
+               "(utils.py L670, L730 @5d602fdbf), generation at batch 50 every 250 steps and the final test evaluation "
+               "included (run.py L313-319, L371-378); in every result it is 1.5-2.6 GiB above the 99th percentile of the "
+               "reserved memory logged after each training step, a part not simulated (eval, or the rarest longest batches)",
     "llama-factory": "simulated with --trainer llama-factory (model's loss over full fp32 logits, fp32 adapters under bf16 "
                      "autocast, fp32 master weights for full fine-tuning, no kbit upcast, LoRA dropout 0.0, all linear "
                      "targets, gradient checkpointing on); its reentrant checkpointing is simulated non-reentrant "
@@ -131,7 +142,10 @@ def main() -> None:
         method = row["method"]
         trainer, settings = TRAINER.get(row["framework"], ("cheaptune", {}))
         if row["id"] in PEFT_CONFIGS:  # any peft method: the estimate request names lora, the config decides
-            settings = {**settings, "peft_config": json.dumps(PEFT_CONFIGS[row["id"]]["peft_config"])}
+            own = PEFT_CONFIGS[row["id"]]
+            settings = {**settings, "peft_config": json.dumps(own["peft_config"])}
+            if "autocast_adapter_dtype" in own:  # the result's train_config turned peft's fp32 cast off
+                settings["autocast_adapter_dtype"] = own["autocast_adapter_dtype"]
             method = "lora"
         req = EstimateRequest(
             model=row["model"], method=method, lora_r=int(row["lora_r"] or 16),

@@ -50,6 +50,22 @@ def test_profile_quirks_change_the_simulated_peak(tiny_cfg):
         _peak(tiny_cfg, lora_dropout=1.5)
 
 
+def test_hf_profile_keeps_pefts_fp32_adapters_under_bf16_true(tiny_cfg):
+    """peft's get_peft_model casts adapters to fp32 by default; without autocast (bf16-true, as PEFT's MetaMathQA
+    runs train) each adapter casts its input to fp32 and keeps that copy for backward, where bf16 adapters keep none."""
+    kw = dict(method="lora", precision="bf16-true", lora_targets="qv", loss="hf", lora_dropout=0.0)
+    ours, hf = _peak(tiny_cfg, **kw), _peak(tiny_cfg, trainer="hf", **kw)
+    assert hf["trainable_weights"] == 2 * ours["trainable_weights"]
+    b, s, h = 2, 128, tiny_cfg.hidden_size
+    copies = 2 * b * s * h * 4 * tiny_cfg.num_hidden_layers  # the q and v inputs in fp32, every block
+    assert hf["activations"] - ours["activations"] >= copies // 2 and hf["peak"] > ours["peak"]
+    off = _peak(tiny_cfg, trainer="hf", autocast_adapter_dtype=False, **kw)  # a run that turned peft's cast off
+    assert off["trainable_weights"] == ours["trainable_weights"] and off["inputs"]["autocast_adapter_dtype"] is False
+    assert "autocast_adapter_dtype" not in hf["inputs"]  # other requests keep their cache keys
+    full = _peak(tiny_cfg, trainer="hf", method="full", precision="bf16-true", loss="hf")
+    assert full["trainable_weights"] == _peak(tiny_cfg, method="full", precision="bf16-true", loss="hf")["trainable_weights"]
+
+
 def test_axolotl_casts_the_kbit_upcast_back_unless_a_row_keeps_it(tiny_cfg):
     """Axolotl since v0.3.0 casts norms and embeddings back to 16 bits after peft's fp32 upcast; a request
     for an older run keeps the upcast (kbit_prep=True), and the two are cached apart."""

@@ -33,7 +33,7 @@ from cheaptune.estimate.sharding import check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
-ESTIMATOR_VERSION = "8"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator
+ESTIMATOR_VERSION = "9"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator; 9 hf profile: peft's fp32 adapters under bf16-true
 PEFT_METHODS = ("lora", "qlora", "dora")
 
 
@@ -66,6 +66,7 @@ class EstimateRequest:
     math_sdpa_16bit: bool = False  # torch < 2.5: SDPA's math path kept 16-bit inputs in 16 bits (simulate.py)
     reentrant_ckpt: bool = False  # transformers < 4.35 checkpointed with torch's reentrant default (build.py)
     kbit_prep: bool | None = None  # None: the trainer's; peft's fp32 upcast of the 16-bit weights kept (profiles.py)
+    autocast_adapter_dtype: bool | None = None  # None: the trainer's; peft's fp32 cast of the adapters (profiles.py)
     peft_config: str | None = None  # a PEFT config as JSON (PeftConfig.to_dict()): the adapter built, any method peft has
     objective: str = "sft"  # sft | dpo | orpo: trl's preference step (simulate.preference_forward)
     precompute_ref: bool = False  # dpo, full: reference log-probs precomputed, so no reference copy is held
@@ -175,8 +176,9 @@ def _inputs(req: EstimateRequest, label: str) -> dict:
     for opt in ("torchao_nf4_unchunked", "peft_config", "math_sdpa_16bit", "reentrant_ckpt"):  # named only where set, so other keys stay as they were
         if not d[opt]:
             del d[opt]
-    if d["kbit_prep"] is None:
-        del d["kbit_prep"]
+    for opt in ("kbit_prep", "autocast_adapter_dtype"):
+        if d[opt] is None:
+            del d[opt]
     return d
 
 

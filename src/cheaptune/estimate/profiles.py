@@ -41,6 +41,7 @@ class Profile:
     lora_targets: str = "all-linear"
     kbit_prep: bool = False
     qlora_adapter_dtype: str | None = None
+    adapter_dtype: str | None = None
     grad_ckpt: bool = False
     mixed_fp32: bool = False
     fp32_outputs: bool = False
@@ -92,11 +93,14 @@ def kbit_prep(req) -> bool:
 
 def profile_policy(req) -> Policy:
     """The dtypes and dropout the request's trainer builds with: cheaptune's policy for the precision,
-    then the profile's own choices (QLoRA adapter dtype, autocast after a kbit upcast, dropout)."""
+    then the profile's own choices (adapter dtypes, autocast after a kbit upcast, dropout)."""
     prof = get_profile(req.trainer)
     policy = resolve_policy(req.method, req.precision)
     dropout = prof.lora_dropout if req.lora_dropout is None else req.lora_dropout
     policy = dataclasses.replace(policy, lora_dropout=dropout)
+    cast = getattr(req, "autocast_adapter_dtype", None)  # the request's own wins, as for kbit_prep
+    if req.method not in ("full", "qlora") and (cast or (cast is None and prof.adapter_dtype)):
+        policy = dataclasses.replace(policy, adapter=prof.adapter_dtype or "float32")  # peft's cast
     if prof.mixed_fp32 and policy.autocast is not None and req.method != "qlora":
         policy = dataclasses.replace(policy, base="float32", adapter="float32")  # every weight fp32, autocast
     if req.method == "qlora":
@@ -167,13 +171,16 @@ def _rebuild_osf_layer(layer) -> None:
     from peft.tuners._buffer_dict import BufferDict
 
     ref = layer.get_base_layer().weight
+    # peft's cast_adapter_dtype casts these BufferDicts with the adapter (fp32 under autocast_adapter_dtype,
+    # peft@d787f51bb tuners_utils.py L2243-2290), so they take the trainable factors' dtype
+    dtype = next(iter(layer.osf_svd_params.values()))["U_low"].dtype
     layer._detach_hooks()
     layer._osf_S_high = BufferDict({})
     for name, params in layer.osf_svd_params.items():
         out, inner, k = params["U_low"].shape[0], params["V_low"].shape[1], layer.effective_rank[name]
-        layer._osf_U_high[name] = torch.zeros(out, k, dtype=ref.dtype, device=ref.device)
-        layer._osf_S_high[name] = torch.zeros(k, dtype=ref.dtype, device=ref.device)
-        layer._osf_V_high[name] = torch.zeros(k, inner, dtype=ref.dtype, device=ref.device)
+        layer._osf_U_high[name] = torch.zeros(out, k, dtype=dtype, device=ref.device)
+        layer._osf_S_high[name] = torch.zeros(k, dtype=dtype, device=ref.device)
+        layer._osf_V_high[name] = torch.zeros(k, inner, dtype=dtype, device=ref.device)
         for buffers in (layer._osf_U_low_init, layer._osf_S_low_init, layer._osf_V_low_init):
             buffers.pop(name)
         # peft's gradient projections, reading the buffers when they run (they are swapped for fake tensors later)
