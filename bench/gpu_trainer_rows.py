@@ -57,23 +57,30 @@ class Case:
     seq_len: int
     micro_batch: int
     grad_ckpt: bool
+    # axolotl turns its fused LoRA kernels on by itself (utils/schemas/config.py L2063-2075); False sets them off
+    lora_kernels: bool = True
 
     @property
     def name(self) -> str:
         ckpt = "ckpt" if self.grad_ckpt else "nockpt"
-        return f"{self.trainer}/{self.model.split('/')[-1]}/{self.method}/s{self.seq_len}/b{self.micro_batch}/{ckpt}"
+        kernels = "" if self.lora_kernels else "+nokernels"
+        return f"{self.trainer}/{self.model.split('/')[-1]}/{self.method}/s{self.seq_len}/b{self.micro_batch}/{ckpt}{kernels}"
 
 
 def cases(trainers: tuple[str, ...], methods: tuple[str, ...], smoke: bool) -> list[Case]:
-    """Per trainer: 1B LoRA s2048 x2 with and without checkpointing, s1024 x1; 1B full; 3B LoRA; QLoRA last."""
+    """Per trainer: 1B LoRA s2048 x2 with and without checkpointing, s1024 x1; 1B full; 3B LoRA; QLoRA last.
+    Axolotl adds its 1B LoRA run without its fused LoRA kernels (what the estimator's axolotl profile simulates)."""
     if smoke:
-        grid = [(MODELS[0], "lora", 64, 2, False), (MODELS[0], "full", 64, 1, True), (MODELS[0], "qlora", 64, 1, True)]
+        grid = [(MODELS[0], "lora", 256, 2, False), (MODELS[0], "full", 256, 1, True), (MODELS[0], "qlora", 256, 1, True)]
     else:
         one, three = MODELS
         grid = [(one, "lora", 2048, 2, True), (one, "lora", 2048, 2, False), (one, "lora", 1024, 1, False),
                 (one, "full", 1024, 1, True), (one, "full", 2048, 2, True), (three, "lora", 2048, 1, True),
                 (three, "lora", 1024, 2, False), (one, "qlora", 2048, 2, True), (three, "qlora", 1024, 1, True)]
-    return [Case(t, *g) for g in grid for t in trainers if g[1] in methods]
+    out = [Case(t, *g) for g in grid for t in trainers if g[1] in methods]
+    if "axolotl" in trainers and "lora" in methods and not smoke:  # the same run on plain peft LoRA layers
+        out.insert(2, Case("axolotl", MODELS[0], "lora", 2048, 2, True, lora_kernels=False))
+    return out
 
 
 def build_model(name: str, smoke: bool, folder: Path, cuda: bool) -> Path:
@@ -132,6 +139,16 @@ def write_config(case: Case, model: Path, data: Path, work: Path, steps: int, cu
     return path, out
 
 
+def stub_wandb(work: Path) -> Path:
+    """An empty `wandb` module: axolotl 0.19 imports wandb at module level (utils/callbacks/__init__.py L18) even
+    with use_wandb off; the real 20 MB wheel would not fit the device's carry limit beside bitsandbytes. Placed
+    after the trainer's own site dir, so a real wandb there wins."""
+    folder = work / "stubs"
+    (folder / "wandb").mkdir(parents=True, exist_ok=True)
+    (folder / "wandb" / "__init__.py").write_text('"""Empty stand-in (bench/gpu_trainer_rows.py stub_wandb)."""\n')
+    return folder
+
+
 def run_case(case: Case, cfg: Path, out: Path, python: str, pythonpath: str | None, timeout: float) -> dict[str, Any]:
     """Run the trainer in its own process; read back its memory log (stdout or trainer_log.jsonl)."""
     import subprocess
@@ -139,8 +156,8 @@ def run_case(case: Case, cfg: Path, out: Path, python: str, pythonpath: str | No
     env = {**os.environ, "RECORD_VRAM": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled", "DO_NOT_TRACK": "1", "AXOLOTL_DO_NOT_TRACK": "1",
            "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
-    if pythonpath:
-        env["PYTHONPATH"] = os.pathsep.join([pythonpath, *filter(None, [os.environ.get("PYTHONPATH")])])
+    extra = [pythonpath, str(stub_wandb(cfg.parent))] if case.trainer == "axolotl" else [pythonpath]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*extra, os.environ.get("PYTHONPATH")]))
     cmd = [python, "-m", "axolotl.cli.train", str(cfg)] if case.trainer == "axolotl" else \
         [python, "-c", "from llamafactory.train.tuner import run_exp; run_exp()", str(cfg)]
     row: dict[str, Any] = {"case": case.name, **asdict(case), "config_file": cfg.name, "config": cfg.read_text(),
@@ -188,7 +205,7 @@ def pairs(items: list[str], what: str) -> dict[str, str]:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, help="results JSON (default: $OUT/gpu_trainer_rows.json)")
-    p.add_argument("--cpu-smoke", action="store_true", help="tiny model, seq 64, 2 steps on CPU")
+    p.add_argument("--cpu-smoke", action="store_true", help="tiny model, seq 256, 2 steps on CPU")
     p.add_argument("--trainers", default=",".join(TRAINERS))
     p.add_argument("--methods", default="lora,full,qlora")
     p.add_argument("--steps", type=int, default=10)

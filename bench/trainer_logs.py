@@ -46,7 +46,9 @@ class BadResult(ValueError):
 def axolotl_config(case: Any, model: Path, data: Path, out: Path, steps: int, cuda: bool) -> dict[str, Any]:
     adapter = {} if case.method == "full" else {
         "adapter": case.method, "load_in_4bit": case.method == "qlora", "lora_r": LORA["r"],
-        "lora_alpha": LORA["alpha"], "lora_dropout": LORA["dropout"], "lora_target_linear": True}
+        "lora_alpha": LORA["alpha"], "lora_dropout": LORA["dropout"], "lora_target_linear": True,
+        # left unset, axolotl switches its Triton LoRA kernels on; they need CUDA, so the CPU smoke sets them off
+        **({} if case.lora_kernels and cuda else {f"lora_{k}_kernel": False for k in ("mlp", "qkv", "o", "embedding")})}
     return {
         "base_model": str(model), "datasets": [{"path": str(data), "type": "alpaca", "ds_type": "json"}],
         "dataset_prepared_path": str(out / "prepared"), "val_set_size": 0, "output_dir": str(out),
@@ -78,25 +80,30 @@ def llamafactory_config(case: Any, model: Path, data: Path, out: Path, steps: in
 
 
 def axolotl_steps(log: str) -> list[dict[str, Any]]:
-    """The Trainer's per-log dicts printed on stdout, e.g. {'loss': '6.9', ..., 'memory/max_allocated (GiB)': 0.0}."""
+    """The per-step log dicts the Trainer prints, e.g. {'loss': '6.9', ..., 'memory/max_allocated (GiB)': '7.53'}.
+
+    transformers' ProgressCallback prints floats with 4 significant digits (trainer_callback.py L684-686 at 5.16.1):
+    axolotl's 2 decimals survive below 100 GiB. The closing summary (no 'loss') covers no step and is left out."""
     out = []
     for m in re.finditer(r"\{[^{}\n]*'memory/max_allocated \(GiB\)'[^{}\n]*\}", log):
         try:
-            out.append(ast.literal_eval(m.group(0)))
+            entry = ast.literal_eval(m.group(0))
         except (ValueError, SyntaxError):
             continue
+        if "loss" in entry:
+            out.append(entry)
     return out
 
 
 def llamafactory_steps(text: str) -> list[dict[str, Any]]:
-    """trainer_log.jsonl lines that carry the VRAM fields (RECORD_VRAM=1)."""
+    """trainer_log.jsonl step lines (with a loss) that carry the VRAM fields (RECORD_VRAM=1)."""
     out = []
     for line in text.splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict) and "vram_allocated" in entry:
+        if isinstance(entry, dict) and "vram_allocated" in entry and "loss" in entry:
             out.append(entry)
     return out
 
