@@ -62,6 +62,10 @@ def test_hf_profile_keeps_pefts_fp32_adapters_under_bf16_true(tiny_cfg):
     off = _peak(tiny_cfg, trainer="hf", autocast_adapter_dtype=False, **kw)  # a run that turned peft's cast off
     assert off["trainable_weights"] == ours["trainable_weights"] and off["inputs"]["autocast_adapter_dtype"] is False
     assert "autocast_adapter_dtype" not in hf["inputs"]  # other requests keep their cache keys
+    ln = {"peft_type": "LN_TUNING", "task_type": None, "target_modules": ["input_layernorm"]}
+    ln_hf = _peak(tiny_cfg, trainer="hf", **{**kw, "peft_config": json.dumps(ln)})  # peft skips its cast for LN tuning
+    ln_off = _peak(tiny_cfg, trainer="hf", autocast_adapter_dtype=False, **{**kw, "peft_config": json.dumps(ln)})
+    assert ln_hf["peak"] == ln_off["peak"]  # its 16-bit norm copies, not fp32 ones whose fp32 outputs flow on
     full = _peak(tiny_cfg, trainer="hf", method="full", precision="bf16-true", loss="hf")
     assert full["trainable_weights"] == _peak(tiny_cfg, method="full", precision="bf16-true", loss="hf")["trainable_weights"]
 

@@ -159,7 +159,8 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
             model = peft.get_peft_model(model, _peft_config(req, policy, model),
                                         autocast_adapter_dtype=policy.adapter_dtype == torch.float32)
             apply_peft_version_quirks(model, getattr(req, "peft_config", None))
-        set_adapter_dtype(model, policy)
+        if policy.autocast is not None or policy.adapter == policy.base or quantized:
+            set_adapter_dtype(model, policy)  # else no autocast: peft's own cast stands (LN tuning's norms stay 16-bit)
     if get_profile(getattr(req, "trainer", None)).fused_qkv and not getattr(req, "peft_config", None) \
             and req.method in ("full", "lora", "qlora"):
         from cheaptune.estimate.fused_qkv import apply_fused_qkv
