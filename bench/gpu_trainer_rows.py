@@ -156,8 +156,9 @@ def run_case(case: Case, cfg: Path, out: Path, python: str, pythonpath: str | No
     env = {**os.environ, "RECORD_VRAM": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled", "DO_NOT_TRACK": "1", "AXOLOTL_DO_NOT_TRACK": "1",
            "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+    # only the trainer's own site dirs: the parent's PYTHONPATH (cheaptune, the other trainer's pins) stays out
     extra = [pythonpath, str(stub_wandb(cfg.parent))] if case.trainer == "axolotl" else [pythonpath]
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*extra, os.environ.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, extra))
     cmd = [python, "-m", "axolotl.cli.train", str(cfg)] if case.trainer == "axolotl" else \
         [python, "-c", "from llamafactory.train.tuner import run_exp; run_exp()", str(cfg)]
     row: dict[str, Any] = {"case": case.name, **asdict(case), "config_file": cfg.name, "config": cfg.read_text(),
@@ -172,7 +173,7 @@ def run_case(case: Case, cfg: Path, out: Path, python: str, pythonpath: str | No
     (cfg.parent / f"{out.name}.log").write_text(log)
     steps = trainer_logs.read_steps(case.trainer, log, out)
     row.update(returncode=rc, steps_logged=len(steps), metrics=trainer_logs.metrics(case.trainer, steps),
-               version=trainer_logs.version_in(log, python, pythonpath, case.trainer))
+               version=trainer_logs.versions(python, env, case.trainer))
     row["status"] = "ok" if rc == 0 and row["metrics"] else "timeout" if rc is None else "error"
     if row["status"] != "ok":
         row["log_tail"] = log[-3000:]

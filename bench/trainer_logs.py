@@ -126,16 +126,11 @@ def metrics(trainer: str, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def version_in(log: str, python: str, pythonpath: str | None, trainer: str) -> dict[str, str]:
-    """Versions of the packages the trainer ran with, as its interpreter imports them."""
-    code = ("import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
-            f"({PACKAGE[trainer]!r}, 'torch', 'transformers', 'peft', 'trl', 'accelerate', 'datasets') "
-            "if __import__('importlib.util').util.find_spec(p.replace('-', '_'))}))")
-    env = None
-    if pythonpath:
-        import os
-
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([pythonpath, os.environ.get("PYTHONPATH", "")])}
+def versions(python: str, env: dict[str, str], trainer: str) -> dict[str, str]:
+    """Versions of the packages the trainer ran with, as its interpreter and environment see them."""
+    code = ("import importlib.metadata as m, importlib.util as u, json; print(json.dumps({p: m.version(p) for p in "
+            f"({PACKAGE[trainer]!r}, 'torch', 'transformers', 'peft', 'trl', 'accelerate', 'datasets', 'bitsandbytes') "
+            "if u.find_spec(p)}))")
     try:
         done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, env=env)
         return json.loads(done.stdout.strip().splitlines()[-1])

@@ -135,3 +135,40 @@ def test_to_csv_bad_result_is_one_line_exit_2(bench, tmp_path, capsys, content, 
     assert err.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and why in lines[0] and lines[0].startswith("error:")
+
+
+def test_run_case_reads_the_trainers_log_with_only_its_own_site_dirs(bench, tmp_path, monkeypatch):
+    """A stand-in interpreter prints axolotl's captured log and the PYTHONPATH it was given."""
+    g = bench("gpu_trainer_rows")
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\n[ "$1" = "-c" ] && exit 0\ncat {DATA / "axolotl_0.19_stdout.txt"}\n'
+                    'echo "PYTHONPATH=$PYTHONPATH"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PYTHONPATH", "/parent/only")
+    case = g.Case("axolotl", g.MODELS[0], "lora", 256, 2, False)
+    cfg, out = g.write_config(case, tmp_path / "m", tmp_path / "d.jsonl", tmp_path, 2, cuda=False)
+    row = g.run_case(case, cfg, out, str(fake), "/site/axolotl", timeout=60)
+    assert row["status"] == "ok" and row["steps_logged"] == 2 and row["config"] == cfg.read_text()
+    assert {m["metric"] for m in row["metrics"]} == set(bench("trainer_logs").METRICS["axolotl"])
+    log = (tmp_path / f"{out.name}.log").read_text()
+    assert f"PYTHONPATH=/site/axolotl:{tmp_path / 'stubs'}\n" in log and "/parent/only" not in log
+    assert (tmp_path / "stubs" / "wandb" / "__init__.py").exists()
+    failed = g.run_case(case, cfg, out, "/bin/false", None, timeout=60)
+    assert failed["status"] == "error" and failed["metrics"] == [] and "log_tail" in failed
+
+
+def test_wheel_manifest_pins_each_group_once(bench):
+    tl = bench("trainer_logs")
+    lines = [x for x in (tl.PUBLIC_CSV.parents[1] / "gpu_trainer_wheels.txt").read_text().splitlines()
+             if x and not x.startswith("#")]
+    groups: dict[str, dict[str, str]] = {}
+    for line in lines:
+        pin, _, why = line.partition("  # ")
+        name, _, version = pin.partition("==")
+        group, _, reason = why.partition(": ")
+        assert version and reason and group in {"common", "axolotl", "llama-factory", "qlora"}, line
+        assert name not in groups.setdefault(group, {}), f"{name} twice in {group}"
+        groups[group][name] = version
+    # the versions the captured logs, the docstring and the CSV framework name speak of
+    assert groups["axolotl"]["axolotl"] == "0.19.0" and tl.FRAMEWORK["axolotl"] == "axolotl-0.19"
+    assert groups["llama-factory"]["llamafactory"] == "0.9.5" and groups["qlora"] == {"bitsandbytes": "0.50.2"}
