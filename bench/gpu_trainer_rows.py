@@ -155,7 +155,8 @@ def run_case(case: Case, cfg: Path, out: Path, python: str, pythonpath: str | No
 
     env = {**os.environ, "RECORD_VRAM": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled", "DO_NOT_TRACK": "1", "AXOLOTL_DO_NOT_TRACK": "1",
-           "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+           "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
+           "HF_DATASETS_CACHE": str(out / "hf_datasets")}  # runs at once must not share one datasets cache
     # only the trainer's own site dirs: the parent's PYTHONPATH (cheaptune, the other trainer's pins) stays out
     extra = [pythonpath, str(stub_wandb(cfg.parent))] if case.trainer == "axolotl" else [pythonpath]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, extra))
@@ -244,8 +245,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | list[dict[str, str]]
         left = a.max_seconds - (time.monotonic() - t0)
         if left < 30:
             return {"case": c.name, **asdict(c), "status": "skipped", "reason": f"deadline ({a.max_seconds:.0f} s)"}
-        cfg, cout = write_config(c, models[c.model], data[c.seq_len], work, steps, cuda)
-        return run_case(c, cfg, cout, pythons.get(c.trainer, sys.executable), paths.get(c.trainer), left)
+        try:
+            cfg, cout = write_config(c, models[c.model], data[c.seq_len], work, steps, cuda)
+            return run_case(c, cfg, cout, pythons.get(c.trainer, sys.executable), paths.get(c.trainer), left)
+        except Exception as err:  # one broken run must not lose the others' measurements
+            return {"case": c.name, **asdict(c), "status": "error", "reason": f"{type(err).__name__}: {err}"[:300]}
 
     with ThreadPoolExecutor(max(1, a.jobs)) as pool:
         for row in pool.map(one, todo):

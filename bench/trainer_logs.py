@@ -32,7 +32,7 @@ PACKAGE = {"axolotl": "axolotl", "llama-factory": "llamafactory"}
 FRAMEWORK = {"axolotl": "axolotl-0.19", "llama-factory": "llama-factory"}  # bench/memory_accuracy.py TRAINER keys
 ID_PREFIX = {"axolotl": "AXG", "llama-factory": "LFG"}
 # precision column: LoRA/QLoRA adapters fp32 under bf16 autocast in both; full: axolotl keeps bf16 weights and
-# AdamW state, LLaMA-Factory casts trainable params to fp32 (model/adapter.py L337-347, no pure_bf16)
+# AdamW state, LLaMA-Factory 0.9.5 casts trainable params to fp32 (model/adapter.py L52 full, L313-325 LoRA; no pure_bf16)
 PRECISION = {("axolotl", "full"): "bf16-true", ("llama-factory", "full"): "bf16-mixed"}
 PUBLIC_CSV = Path(__file__).resolve().parent / "data" / "vram_measured_public.csv"
 COLUMNS = PUBLIC_CSV.read_text().split("\n", 1)[0].split(",")  # the public CSV's own header
