@@ -292,3 +292,21 @@ def test_a_method_the_model_cannot_train_is_excluded_with_its_reason():
     assert r.recommended is not None and all(o.method != "qlora" for o in r.options)
     why = [e for e in r.excluded if e.option["method"] == "qlora"]
     assert why and all(e.kind == "model" and "4-bit loader" in e.reason for e in why)
+
+
+
+def test_the_budget_and_deadline_the_advice_names_clear_the_option_it_quotes():
+    from cheaptune.plan.candidates import Exclusion
+    from cheaptune.plan.explain import feasibility_advice
+
+    w = Workload(tokens=10_000, epochs=1, seq_len=2048, effective_batch=16)
+    cheapest = plan(w=w).recommended.total  # $0.0406: x1.1 rounded to cents was $0.04, still over
+    with pytest.raises(Infeasible) as err:
+        plan(Constraints(budget_usd=cheapest / 3), w=w)
+    tip = next(a for a in err.value.result.advice if "--budget" in a)
+    budget = float(tip.split("--budget ")[1].split(")")[0])
+    assert budget > cheapest and plan(Constraints(budget_usd=budget), w=w).options
+    # a job of 0.117 h (start-up bound): x1.1 rounded to a tenth was --deadline 0.1
+    late = Exclusion({"method": "lora", "gpu": "T4", "hours": 0.117, "total": 0.01}, "past the deadline", "deadline")
+    tip = next(a for a in feasibility_advice([late], Constraints(deadline_hours=0.05), w, None) if "--deadline" in a)
+    assert float(tip.split("--deadline ")[1].split(")")[0]) > 0.117 and "takes 0.12 h" in tip

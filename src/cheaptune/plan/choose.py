@@ -56,7 +56,7 @@ def apply_limits(options: list[Option], c: Constraints) -> tuple[list[Option], l
         if c.budget_usd is not None and o.total > c.budget_usd:
             reason = ("budget", f"{o.label()}: ${o.total:.2f} is over the ${c.budget_usd:.2f} budget")
         elif c.deadline_hours is not None and o.hours > c.deadline_hours:
-            reason = ("deadline", f"{o.label()}: {o.hours:.1f} h is past the {c.deadline_hours:g} h deadline")
+            reason = ("deadline", f"{o.label()}: {o.hours:.2f} h is past the {c.deadline_hours:g} h deadline")
         if reason is None:
             ok.append(o)
             continue

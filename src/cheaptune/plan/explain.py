@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from cheaptune.plan.candidates import Exclusion, gib
 from cheaptune.plan.doctor import Finding
 from cheaptune.plan.pricing import Option
@@ -91,18 +93,26 @@ def feasibility_advice(excluded: list[Exclusion], c: Constraints, w: Workload, b
     if "budget" in kinds:
         cheapest = min((e.option.get("total", float("inf")) for e in excluded if e.kind == "budget"), default=None)
         if cheapest is not None:
-            tips.append(f"raise the budget (--budget {cheapest * 1.1:.2f}): the cheapest option costs ${cheapest:.2f}")
+            cost = f"${cheapest:.4f}" if cheapest < 1 else f"${cheapest:,.2f}"
+            tips.append(f"raise the budget (--budget {_up(cheapest * 1.1, 2)}): the cheapest option costs {cost}")
     if plain_budget and "qlora" not in c.methods:
         tips.append("or use QLoRA (--method qlora): a 4-bit base fits smaller, cheaper GPUs")
     if "deadline" in kinds:
         fastest = min((e.option.get("hours", float("inf")) for e in excluded if e.kind == "deadline"), default=None)
         if fastest is not None:
-            tips.append(f"allow more time (--deadline {fastest * 1.1:.1f}): the fastest option takes {fastest:.1f} h")
+            tips.append(f"allow more time (--deadline {_up(fastest * 1.1, 2)}): the fastest option takes {fastest:.2f} h")
         if "memory" not in kinds:
             tips.append(_more_gpus_tip(excluded, c, "they finish sooner"))
     if "offers" in kinds or not kinds:
         tips.append("allow more offers: drop --providers/--exclude-providers, use --spot auto and --community")
     return tips
+
+
+def _up(x: float, places: int) -> str:
+    """`x` rounded up at `places` decimals: a limit the advice names must clear the option it quotes
+    (rounding 0.117 h x 1.1 to one decimal gave --deadline 0.1, still infeasible)."""
+    scale = 10**places
+    return f"{math.ceil(x * scale - 1e-9) / scale:.{places}f}"
 
 
 def _more_gpus_tip(excluded: list[Exclusion], c: Constraints, gain: str) -> str:
