@@ -18,6 +18,7 @@ def eval_cmd(
     tasks_dir: str = typer.Option(None, "--tasks-dir", help="Folder of your own lm-eval task YAMLs (instead of the built-in ones)."),
     base: str = typer.Option(None, "--base", help="Base model folder or hub id (default: the adapter's)."),
     limit: int = typer.Option(None, "--limit", help="Score only the first N rows."),
+    skip_bad_rows: bool = typer.Option(False, "--skip-bad-rows", help="Skip and count bad rows of --data."),
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="Rows per forward/generate batch."),
     max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1, help="Answer length (default: longest reference + 8)."),
     report: Path = typer.Option(None, "--report", help="Markdown report path (default: ADAPTER/eval_report.md)."),
@@ -28,7 +29,7 @@ def eval_cmd(
     from cheaptune.evaluate.run import evaluate, headline
 
     result = evaluate(run, data, base=base, limit=limit, batch_size=batch_size, max_new_tokens=max_new_tokens,
-                      report=report, progress=not json_out,
+                      report=report, progress=not json_out, skip_bad_rows=skip_bad_rows,
                       tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None, tasks_dir=tasks_dir)
     if json_out:
         from cheaptune.cli.output import emit_json

@@ -46,6 +46,8 @@ def plan_command(
     headroom: float = typer.Option(0.10, "--headroom", callback=bounded(0, 0.9), help="Fraction of GPU memory kept free."),
     optimize: str = typer.Option("cost", "--optimize", help="Rank by cost (total $) or time (hours)."),
     objective: str = typer.Option("sft", "--objective", help="sft (default) | dpo | orpo (preference pairs in the data)."),
+    skip_bad_rows: bool = typer.Option(False, "--skip-bad-rows", help="Count the dataset without its bad rows "
+                                       "(as `train --skip-bad-rows` trains it)."),
     top: int = typer.Option(8, "--top", callback=bounded(1, 10**4), help="Options to show."),
     as_json: bool = json_option("the plan"),
     markdown: bool = typer.Option(False, "--markdown", help="Print the plan as Markdown."),
@@ -114,7 +116,7 @@ def plan_command(
     with status(progress_wanted(progress, as_json), f"counting tokens in {dataset}" if dataset else "planning"):
         workload = sources.build_workload(spec, str(dataset) if dataset else None, _whole(tokens, "--tokens"),
                                           _whole(examples, "--examples"), avg_tokens, epochs, seq_len, effective_batch,
-                                          objective.lower())
+                                          objective.lower(), skip_bad_rows)
     shape = ModelShape.from_config(spec.config, spec.params)
     gpu_list, offers = sources.load_catalog(prices.lower())
     check_providers(constraints, (o.provider for o in offers))

@@ -19,7 +19,7 @@ def headline(side: dict[str, Any]) -> tuple[str, float] | None:
 def evaluate(ref: str, data: str | None = None, *, dataset: Any = None, base: str | None = None,
              limit: int | None = None, batch_size: int = 8, max_new_tokens: int | None = None,
              report: str | Path | None = None, progress: bool = True, tasks: list[str] | None = None,
-             tasks_dir: str | None = None) -> dict[str, Any]:
+             tasks_dir: str | None = None, skip_bad_rows: bool = False) -> dict[str, Any]:
     """Scores of the adapter `ref` (run or folder) against its base on `data` (a file) or `dataset`, and
     on lm-evaluation-harness `tasks` when given."""
     from cheaptune.errors import BadInput
@@ -32,7 +32,7 @@ def evaluate(ref: str, data: str | None = None, *, dataset: Any = None, base: st
     src = resolve_source(ref, base)
     result: dict[str, Any] = {"rows": 0}
     if dataset is not None or data:
-        result = _score_rows(src, data, dataset, limit, batch_size, max_new_tokens, progress)
+        result = _score_rows(src, data, dataset, limit, batch_size, max_new_tokens, progress, skip_bad_rows)
     if tasks:
         from cheaptune.evaluate.harness import run_tasks
 
@@ -48,7 +48,7 @@ def evaluate(ref: str, data: str | None = None, *, dataset: Any = None, base: st
 
 
 def _score_rows(src: Any, data: str | None, dataset: Any, limit: int | None, batch_size: int,
-                max_new_tokens: int | None, progress: bool) -> dict[str, Any]:
+                max_new_tokens: int | None, progress: bool, skip_bad_rows: bool = False) -> dict[str, Any]:
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -59,7 +59,7 @@ def _score_rows(src: Any, data: str | None, dataset: Any, limit: int | None, bat
     if dataset is None:
         from cheaptune.data import load_dataset_rows
 
-        dataset = load_dataset_rows(data).dataset
+        dataset = load_dataset_rows(data, skip_bad_rows=skip_bad_rows).dataset
     tokenizer = AutoTokenizer.from_pretrained(str(src.adapter_dir))
     exs = examples(dataset, tokenizer, limit)
     if not exs:

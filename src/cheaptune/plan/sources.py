@@ -170,7 +170,7 @@ def load_catalog(prices: str = "cache") -> tuple[list[Any], list[Any]]:
 
 def build_workload(spec: Any, dataset: str | None, tokens: int | None, examples: int | None,
                    avg_tokens: int | None, epochs: float, seq_len: int, effective_batch: int,
-                   objective: str = "sft") -> Workload:
+                   objective: str = "sft", skip_bad_rows: bool = False) -> Workload:
     """Tokens from a dataset file (exact with a local tokenizer, else a labelled estimate) or from flags."""
     common = {"epochs": epochs, "seq_len": seq_len, "effective_batch": effective_batch, "objective": objective}
     given = sum(x is not None for x in (dataset, tokens, examples))
@@ -183,7 +183,7 @@ def build_workload(spec: Any, dataset: str | None, tokens: int | None, examples:
         if not path.exists():
             raise BadInput(f"dataset {path} not found; pass a JSONL/CSV/Parquet file or use --tokens N")
         local = Path(spec.id) if Path(spec.id).is_dir() else None  # a local model folder has a tokenizer
-        tc = count_tokens(path, tokenizer=local, objective=objective)
+        tc = count_tokens(path, tokenizer=local, objective=objective, skip_bad_rows=skip_bad_rows)
         basis = f"counted ({tc.method})" if tc.exact else f"estimated ({tc.method})"
         return Workload(tc.tokens, examples=tc.examples, tokens_exact=tc.exact, tokens_basis=basis,
                         dataset_bytes=path.stat().st_size, lengths=tc.lengths, duplicates=tc.duplicates,
