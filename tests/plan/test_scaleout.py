@@ -117,3 +117,13 @@ def test_plan_file_records_sharding_and_nodes():
     assert pf.offer.num_nodes == best.num_nodes
     for alt in pf.alternatives:
         assert (alt.gpu, alt.gpu_count, alt.num_nodes) == (best.gpu, best.gpu_count, best.num_nodes)
+
+
+def test_a_budget_that_rules_out_fitting_options_neither_says_they_fit_no_gpu_nor_tries_offload():
+    calls = []
+    with pytest.raises(Infeasible) as err:
+        plan(Constraints(budget_usd=0.01), calls=calls)
+    notes = err.value.result.notes
+    assert not any("fits no single GPU" in n for n in notes), notes  # full fits an A100-80GB: it is the budget
+    assert any(n.startswith("full tried on several GPUs: over the budget on one GPU") for n in notes), notes
+    assert calls and not any(offload for *_, offload in calls)  # offload only for a model no GPU count holds

@@ -133,6 +133,8 @@ def _scale_out(c: Constraints, w: Workload, gpus: list[Any], allowed: list[Any],
     cache: dict = {}
     todo = list(need)
     for multi_node, shardings in scaleout.STAGES:
+        if shardings == scaleout.OFFLOAD:
+            todo = [m for m in todo if m not in scaleout.fitted(excluded)]
         if not todo or (multi_node and c.max_gpus < 2 * scaleout.NODE_SIZE):
             continue
         cands = scaleout.candidates(todo, gpus, allowed, c, w.effective_batch, multi_node)

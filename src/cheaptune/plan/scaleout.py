@@ -66,6 +66,8 @@ def methods_needing(c: Constraints, feasible: list[Option], excluded: list[Exclu
         kinds = {e.kind for e in excluded if e.option.get("method") == m}
         if m not in served and "deadline" in kinds:
             need[m] = "misses the deadline on one GPU"
+        elif m not in served and "budget" in kinds:
+            need[m] = "over the budget on one GPU"
         elif m not in served and kinds & {"memory", "hardware"}:
             need[m] = "fits no single GPU"
         elif c.optimize == "time":
@@ -73,6 +75,12 @@ def methods_needing(c: Constraints, feasible: list[Option], excluded: list[Exclu
         else:
             need[m] = MAY_COST_LESS
     return need
+
+
+def fitted(excluded: list[Exclusion]) -> set[str]:
+    """Methods some GPU count holds without offload: only the budget or the deadline excluded them, and
+    offloading (slower, same GPUs) never brings them in."""
+    return {e.option.get("method") for e in excluded if e.kind in ("budget", "deadline")}
 
 
 def candidates(methods: Iterable[str], gpus: Iterable[Any], offers: Iterable[Any], c: Constraints,
