@@ -115,6 +115,48 @@ def test_plan_over_budget_refuses_before_loading_unless_forced(tmp_path, run_cli
     preflight(build(None, tmp_path / "plan.yaml", {"budget_usd": 5.0}))
 
 
+def _two_gpu_plan(tmp_path, gpus=2, micro=1, accum=8):
+    from cheaptune.plan.planfile import CostBreakdown, Offer, PlanFile, Prediction, TrainSettings, save
+
+    plan = PlanFile(
+        created="2026-11-30T00:00:00", cheaptune_version="0.1.0", model="some/model", dataset="d.jsonl",
+        train=TrainSettings(method="lora", precision="bf16-mixed", micro_batch=micro, grad_accum=accum, gpus=gpus,
+                            sharding="ddp"),
+        offer=Offer(provider="x", gpu="L4", gpu_count=gpus, price_per_hour=1.4),
+        prediction=Prediction(peak_vram_bytes=10**9, gpu_memory_bytes=24 * 10**9, tokens=10**6, tokens_per_s=1000,
+                              hours=1.0, cost=CostBreakdown(compute=1.4, total=1.5)),
+    )
+    save(plan, tmp_path / "plan.yaml")
+    return tmp_path / "plan.yaml"
+
+
+@pytest.mark.parametrize(("gpus", "accum", "run_on", "want", "nearest"),
+                         [(2, 8, 1, 16, False), (1, 8, 2, 4, False), (3, 1, 2, 2, True), (2, 3, 4, 2, True)])
+def test_plan_on_another_gpu_count_keeps_the_effective_batch(tmp_path, gpus, accum, run_on, want, nearest):
+    cfg = build(None, _two_gpu_plan(tmp_path, gpus, 1, accum), {"gpu_count": run_on})
+    assert (cfg.gradient_accumulation_steps, cfg.gpu_count) == (want, run_on)
+    assert cfg.guard_fields()["gpu_count"] == run_on  # the registry records the GPUs really used
+    [note] = cfg._plan_notes
+    assert f"{accum} -> {want}" in note and ("nearest" in note) == nearest
+    assert not cfg._plan_overrides  # the plan's own accumulation, rescaled: not a user override
+
+
+def test_plan_on_its_own_gpu_count_or_an_explicit_accumulation_is_unchanged(tmp_path):
+    plan = _two_gpu_plan(tmp_path)
+    cfg = build(None, plan, {"gpu_count": 2})
+    assert (cfg.gradient_accumulation_steps, cfg._plan_notes) == (8, [])
+    cfg = build(None, plan, {"gpu_count": 1, "gradient_accumulation_steps": 4})
+    assert (cfg.gradient_accumulation_steps, cfg._plan_notes, cfg.gpu_count) == (4, [], 1)
+
+
+def test_train_plan_with_fewer_gpus_says_it_keeps_the_batch(tmp_path, run_cli):
+    # the model does not exist: the run stops at the model check (exit 2), after the line is said
+    code, _, err = run_cli("train", "--plan", str(_two_gpu_plan(tmp_path)), "--gpu-count", "1",
+                           "-o", str(tmp_path / "o"))
+    assert code == 2
+    assert "plan sized for 2 GPU(s), running on 1: gradient accumulation 8 -> 16" in err and "= 16" in err, err
+
+
 @pytest.mark.parametrize("raw", [{"method": "qlora", "quant": "int8"}, {"adapter": "lora", "load_in_8bit": True},
                                  {"method": "lora", "quant": "nf4"}, {"method": "qlora", "quant": "fp4"}])
 def test_quantization_that_is_not_trained_is_refused_in_one_line(raw):

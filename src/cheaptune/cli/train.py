@@ -119,14 +119,15 @@ def train(
         "dry_run_shutdown": dry_run_shutdown, "precision": precision, "probe_steps": probe_steps,
         "allow_optimizer_change": allow_optimizer_change, "report_to": report_to,
         "eval_after": eval_after,
-        # the meter's price stays per instance; the GPU count is what the registry records
-        "gpu_count": world if world > 1 else None,
+        # the meter's price stays per instance; the GPU count is what the registry records (with a plan: the
+        # count this run really uses, so a plan sized for more GPUs keeps its batch: planmerge.keep_batch)
+        "gpu_count": world if world > 1 or plan is not None else None,
     }
     if data:
         overrides["datasets"] = [{"path": p, "type": data_format or "auto"} for p in data]
     cfg = build(config, plan, overrides)
-    if not child:  # the Axolotl keys it ignores or trains its own way, said once
-        for line in cfg.foreign_notes(f"config file {config}"):
+    if not child:  # the Axolotl keys it ignores or trains its own way, and how the plan was adapted, said once
+        for line in [*cfg.foreign_notes(f"config file {config}"), *cfg._plan_notes]:
             typer.echo(line, err=True)
     if plan is not None and not child:
         from cheaptune.train.plancheck import check_plan_overrides

@@ -153,6 +153,8 @@ class TrainConfig(BaseModel):
 
     # settings of a plan that the config file or a flag replaced: {field: (planned, given)} (config.build)
     _plan_overrides: dict[str, tuple[Any, Any]] = PrivateAttr(default_factory=dict)
+    # lines on how the plan was adapted to this machine (a GPU count other than the plan's: config.build)
+    _plan_notes: list[str] = PrivateAttr(default_factory=list)
     # Axolotl keys read but not used: (ignored: change nothing; named: cheaptune trains them its own way)
     _foreign: tuple[list[str], list[str]] = PrivateAttr(default_factory=lambda: ([], []))
 
@@ -251,10 +253,14 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
         raw = _canonical(file_raw)
     cli = {k: v for k, v in (overrides or {}).items() if v is not None}
     changed: dict[str, tuple[Any, Any]] = {}
+    notes: list[str] = []
     if plan_path is not None:
         from cheaptune.train.planmerge import SETTING_KEYS, from_plan
 
-        planned = from_plan(plan_path, raw)
+        # on another GPU count the accumulation keeps the planned batch, unless a flag sets it
+        gpus = None if "gradient_accumulation_steps" in cli else cli.get("gpu_count")
+        planned, note = from_plan(plan_path, raw, gpus)
+        notes = [note] if note else []
         # a setting the config file or a flag gives explicitly wins over the plan, and is reported
         changed = {k: (planned[k], v) for k, v in {**raw, **cli}.items()
                    if k in SETTING_KEYS and k in planned and v != planned[k]}
@@ -262,5 +268,6 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
     raw.update(cli)
     cfg = validate(raw, f"config file {path}" if path else "config", _flag_origins(overrides))
     cfg._plan_overrides = changed
+    cfg._plan_notes = notes
     cfg._foreign = foreign
     return cfg

@@ -16,8 +16,10 @@ SETTING_KEYS = ("method", "precision", "quant", "optimizer", "micro_batch_size",
                 "precompute_ref_log_probs")
 
 
-def from_plan(path: str | Path, current: dict[str, Any]) -> dict[str, Any]:
-    """Config fields from a plan; the model and dataset only fill gaps the config file left."""
+def from_plan(path: str | Path, current: dict[str, Any], gpus: int | None = None) -> tuple[dict[str, Any], str | None]:
+    """Config fields from a plan; the model and dataset only fill gaps the config file left. Run on `gpus`
+    GPUs other than the plan's, the accumulation keeps the planned effective batch (`keep_batch`); the
+    second value is the line that says so (None when nothing changed)."""
     from cheaptune.plan.planfile import load
     from cheaptune.train.settings import config_fields
 
@@ -41,4 +43,22 @@ def from_plan(path: str | Path, current: dict[str, Any]) -> dict[str, Any]:
         out["base_model"] = plan.model
     if not current.get("datasets") and plan.dataset:
         out["datasets"] = [{"path": plan.dataset, "type": "auto"}]
-    return out
+    note = None
+    if gpus is not None and gpus != plan.train.gpus and "gradient_accumulation_steps" not in current:
+        out["gradient_accumulation_steps"], note = keep_batch(plan.train.micro_batch, plan.train.grad_accum,
+                                                              plan.train.gpus, gpus)
+    return out, note
+
+
+def keep_batch(micro: int, accum: int, planned_gpus: int, gpus: int) -> tuple[int, str]:
+    """The accumulation that keeps micro x accum x GPUs at what the plan sized on `gpus` GPUs (the nearest
+    when it does not divide), and one line saying so: fewer GPUs must not silently shrink the batch."""
+    want = micro * accum * planned_gpus
+    new = max(1, round(accum * planned_gpus / gpus))
+    got = micro * new * gpus
+    line = (f"plan sized for {planned_gpus} GPU(s), running on {gpus}: gradient accumulation {accum} -> {new} "
+            f"keeps the effective batch at {micro} x {new} x {gpus} = {got}")
+    if got != want:
+        line = (f"plan sized for {planned_gpus} GPU(s), running on {gpus}: gradient accumulation {accum} -> {new}, "
+                f"the nearest to the plan's effective batch {want} (now {micro} x {new} x {gpus} = {got})")
+    return new, line
