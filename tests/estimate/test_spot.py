@@ -44,3 +44,19 @@ def test_closed_form_agrees_with_monte_carlo(rate_per_hour):
     extra_closed, extra_sim = closed - work, simulated - work
     assert simulated == pytest.approx(closed, rel=0.05)
     assert extra_sim == pytest.approx(extra_closed, rel=0.10)  # the overhead itself, stricter check
+
+
+def test_start_up_is_exposed_to_preemption():
+    """A preemption during the first start-up costs a restart too: more extra time and more expected
+    preemptions than the work alone, and the closed form still agrees with the simulation."""
+    work, c, r, startup = 4 * 3600, 90, 900, 900
+    rate_h = 0.5
+    bare = spot.spot_overhead(work, rate_h, c, r)
+    exposed = spot.spot_overhead(work, rate_h, c, r, startup_s=startup)
+    assert exposed.expected_extra_s > bare.expected_extra_s
+    assert exposed.expected_preemptions > bare.expected_preemptions
+    rate = rate_h / 3600
+    closed = spot.expected_wall_s(work, rate, exposed.interval_s, c, r, startup)
+    simulated = spot.monte_carlo_wall_s(work, rate, exposed.interval_s, c, r, runs=3000, seed=2, startup_s=startup)
+    assert simulated == pytest.approx(closed, rel=0.05)
+    assert closed - work - startup == pytest.approx(exposed.expected_extra_s)

@@ -4,8 +4,9 @@ The process modelled (the simulation implements exactly this, so the two must ag
 work run in segments of tau seconds, each followed by a checkpoint of C seconds (not after the last).
 Preemptions arrive as a Poisson process at rate lambda while a segment or its checkpoint runs; a
 preemption loses the segment in progress and costs R seconds of restart (re-provision, install,
-reload), during which no further preemption is counted. A segment of exposed length L then takes
-(1/lambda + R) (exp(lambda L) - 1) seconds in expectation (the classic renewal argument).
+reload), during which no further preemption is counted. The first start-up (S seconds, before any work) is
+exposed too: a preemption there loses what of it ran and costs a restart. A segment of exposed length L then
+takes (1/lambda + R) (exp(lambda L) - 1) seconds in expectation (the classic renewal argument).
 """
 
 from __future__ import annotations
@@ -23,19 +24,20 @@ def young_daly_interval(checkpoint_s: float, mtbf_s: float) -> float:
     return math.sqrt(2.0 * max(checkpoint_s, 1e-9) * mtbf_s)
 
 
-def _segments(work_s: float, interval_s: float) -> list[float]:
+def _exposures(work_s: float, interval_s: float, checkpoint_s: float, startup_s: float) -> list[float]:
+    """Seconds exposed to a preemption, in order: the start-up, then each segment with its checkpoint."""
     n_full = int(work_s // interval_s)
     rest = work_s - n_full * interval_s
-    segs = [interval_s] * n_full + ([rest] if rest > 1e-9 else [])
-    return segs or [0.0]
+    segs = [interval_s] * n_full + ([rest] if rest > 1e-9 else []) or [0.0]
+    exposed = [w + (checkpoint_s if i < len(segs) - 1 else 0.0) for i, w in enumerate(segs)]
+    return ([startup_s] if startup_s > 0 else []) + exposed
 
 
-def expected_wall_s(work_s: float, rate_per_s: float, interval_s: float, checkpoint_s: float, restart_s: float) -> float:
-    """Expected wall time to finish `work_s` seconds of work under the model above."""
-    segs = _segments(work_s, interval_s)
+def expected_wall_s(work_s: float, rate_per_s: float, interval_s: float, checkpoint_s: float, restart_s: float,
+                    startup_s: float = 0.0) -> float:
+    """Expected wall time to finish `work_s` seconds of work after `startup_s` of start-up, under the model above."""
     total = 0.0
-    for i, w in enumerate(segs):
-        exposed = w + (checkpoint_s if i < len(segs) - 1 else 0.0)
+    for exposed in _exposures(work_s, interval_s, checkpoint_s, startup_s):
         if rate_per_s <= 0:
             total += exposed
         else:
@@ -58,27 +60,28 @@ class SpotEstimate:
 
 
 def spot_overhead(work_s: float, rate_per_hour: float, checkpoint_s: float, restart_s: float,
-                  high_rate_per_hour: float | None = None) -> SpotEstimate:
-    """Extra seconds (checkpoints + lost work + restarts) for a spot run, expected and pessimistic (at
-    `high_rate_per_hour`, the top of the rate's published range; 2x the rate when none is given)."""
+                  high_rate_per_hour: float | None = None, startup_s: float = 0.0) -> SpotEstimate:
+    """Extra seconds (checkpoints + lost work + restarts) for a spot run after `startup_s` of start-up (counted
+    as exposed, not as extra), expected and pessimistic (at `high_rate_per_hour`, the top of the rate's published
+    range; 2x the rate when none is given)."""
     rate = rate_per_hour / 3600.0
     high = (rate * PESSIMISTIC_RATE_FACTOR if high_rate_per_hour is None else max(high_rate_per_hour / 3600.0, rate))
     if high <= 0 or work_s <= 0:
         return SpotEstimate(work_s, checkpoint_s, restart_s, rate_per_hour, 0.0, 0.0, 0.0)
     tau = min(young_daly_interval(checkpoint_s, 1.0 / (rate if rate > 0 else high)), work_s)
-    expected = expected_wall_s(work_s, rate, tau, checkpoint_s, restart_s) - work_s
-    worse = expected_wall_s(work_s, high, tau, checkpoint_s, restart_s) - work_s
-    return SpotEstimate(tau, checkpoint_s, restart_s, rate_per_hour, expected, worse, rate * (work_s + expected))
+    expected = expected_wall_s(work_s, rate, tau, checkpoint_s, restart_s, startup_s) - work_s - startup_s
+    worse = expected_wall_s(work_s, high, tau, checkpoint_s, restart_s, startup_s) - work_s - startup_s
+    return SpotEstimate(tau, checkpoint_s, restart_s, rate_per_hour, expected, worse,
+                        rate * (startup_s + work_s + expected))
 
 
 def simulate_wall_s(
-    work_s: float, rate_per_s: float, interval_s: float, checkpoint_s: float, restart_s: float, rng: random.Random
+    work_s: float, rate_per_s: float, interval_s: float, checkpoint_s: float, restart_s: float, rng: random.Random,
+    startup_s: float = 0.0,
 ) -> float:
     """One simulated run: exponential inter-arrival times, lost segments redone after a restart."""
     total = 0.0
-    segs = _segments(work_s, interval_s)
-    for i, w in enumerate(segs):
-        exposed = w + (checkpoint_s if i < len(segs) - 1 else 0.0)
+    for exposed in _exposures(work_s, interval_s, checkpoint_s, startup_s):
         while True:
             t_fail = rng.expovariate(rate_per_s) if rate_per_s > 0 else math.inf
             if t_fail >= exposed:
@@ -89,8 +92,10 @@ def simulate_wall_s(
 
 
 def monte_carlo_wall_s(
-    work_s: float, rate_per_s: float, interval_s: float, checkpoint_s: float, restart_s: float, runs: int = 2000, seed: int = 0
+    work_s: float, rate_per_s: float, interval_s: float, checkpoint_s: float, restart_s: float, runs: int = 2000,
+    seed: int = 0, startup_s: float = 0.0,
 ) -> float:
     """Mean wall time over `runs` simulated runs (the check on `expected_wall_s`)."""
     rng = random.Random(seed)
-    return sum(simulate_wall_s(work_s, rate_per_s, interval_s, checkpoint_s, restart_s, rng) for _ in range(runs)) / runs
+    return sum(simulate_wall_s(work_s, rate_per_s, interval_s, checkpoint_s, restart_s, rng, startup_s)
+               for _ in range(runs)) / runs

@@ -131,7 +131,9 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         ckpt_s = arts.checkpoint_bytes / consts["disk_write_bytes_per_s"]
         restart_s = start_s - start["tokenize"] + arts.checkpoint_bytes / consts["disk_read_bytes_per_s"]
         # any node's loss stops the job; the pessimistic bound is at the top of the rate's range
-        spot_est = spot_overhead(train_s, rate.expected * nodes, ckpt_s, restart_s, rate.high * nodes)
+        # the first start-up is exposed too, less tokenizing (left out of a restart as well)
+        spot_est = spot_overhead(train_s, rate.expected * nodes, ckpt_s, restart_s, rate.high * nodes,
+                                 start_s - start["tokenize"])
     extra_s = spot_est.expected_extra_s if spot_est else 0.0
     wall_s = start_s + train_s + extra_s
     hours = wall_s / SECONDS_PER_HOUR
