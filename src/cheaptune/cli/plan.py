@@ -9,6 +9,8 @@ import typer
 from cheaptune.cli.checks import bounded
 from cheaptune.cli.vocab import Spot, budget_option, json_option, spot_option
 
+DEFAULT_SEQ_LEN = 2048  # tokens per packed sequence when --seq-len is not given (capped at the model's context)
+
 
 def _csv(value: str | None) -> tuple[str, ...]:
     return tuple(x.strip() for x in value.split(",") if x.strip()) if value else ()
@@ -24,7 +26,7 @@ def plan_command(
     examples: float | None = typer.Option(None, "--examples", callback=bounded(1, 1e12), help="Number of examples (with --avg-tokens)."),
     avg_tokens: int | None = typer.Option(None, "--avg-tokens", callback=bounded(1, 10**7), help="Average tokens per example (default 512)."),
     epochs: float | None = typer.Option(None, "--epochs", callback=bounded(0, 1000, above=True), help="Passes over the data (default 1)."),
-    seq_len: int | None = typer.Option(None, "--seq-len", callback=bounded(8, 10**7), help="Sequence length (tokens per packed sequence; default 2048)."),
+    seq_len: int | None = typer.Option(None, "--seq-len", callback=bounded(8, 10**7), help="Sequence length (tokens per packed sequence; default 2048, or the model's context if shorter)."),
     effective_batch: int | None = typer.Option(None, "--effective-batch", callback=bounded(1, 2**20), help="Sequences per optimiser step (default 16)."),
     method: str | None = typer.Option(None, "--method", help="auto (full, lora, qlora; the default) or a comma list: full,lora,qlora,dora."),
     lora_r: int | None = typer.Option(None, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank for adapter methods (default 16)."),
@@ -94,7 +96,7 @@ def plan_command(
         raise BadInput("--trainer needs --config (a plan without one sizes what `cheaptune train` runs)")
     else:
         model = _one_model(model_arg, model_opt)
-    seq_len, lora_r, epochs = seq_len or 2048, lora_r or 16, epochs or 1.0
+    lora_r, epochs = lora_r or 16, epochs or 1.0
     effective_batch = effective_batch or 16
     if save is not None:
         from cheaptune.util.atomic import destination
@@ -109,7 +111,9 @@ def plan_command(
     ).validate()
     spec = resolve_model(model)
     context = spec.config.get("max_position_embeddings")
-    if context and seq_len > context:
+    if seq_len is None:  # not given: 2048, or the whole context of a model whose context is shorter
+        seq_len = min(DEFAULT_SEQ_LEN, context or DEFAULT_SEQ_LEN)
+    elif context and seq_len > context:
         raise BadInput(f"--seq-len {seq_len} is beyond {spec.id}'s context of {context} tokens; lower it")
     from cheaptune.cli.output import progress_wanted, status
 
