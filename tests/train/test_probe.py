@@ -58,3 +58,14 @@ def test_no_probe_when_disabled_and_no_warning_on_pace():
     on_pace = ProbeCallback(3, None, 520.0, stream=out, clock=clock)
     drive(on_pace, clock, steps=4)
     assert "(-4%)" in out.getvalue() and "warning" not in out.getvalue()
+
+
+def test_a_probe_on_another_device_than_the_plans_gpu_is_not_held_against_its_prediction():
+    out, clock = io.StringIO(), FakeClock()
+    probe = ProbeCallback(3, None, 1000.0, stream=out, clock=clock, planned_gpu="L4")
+    drive(probe, clock, steps=4)  # on this CPU: 500 tok/s would be -50% against the L4's 1000
+    text = out.getvalue()
+    assert "ran on the CPU, not the plan's L4: not compared with its prediction" in text
+    assert "predicted (" not in text and "warning" not in text and "thermal" not in text
+    assert probe.result["predicted_tokens_per_s"] is None and probe.result["planned_gpu"] == "L4"
+    assert len(text.strip().splitlines()) == 1

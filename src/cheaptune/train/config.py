@@ -117,6 +117,8 @@ class TrainConfig(BaseModel):
     predicted_cost_usd: float | None = None
     predicted_peak_bytes: int | None = None
     predicted_tokens_per_s: float | None = None
+    predicted_gpu: str | None = Field(None, description="the GPU the plan predicted for (the probe compares "
+                                      "speed only on it)")
     # probe and out-of-memory fallbacks (cheaptune.train.probe, cheaptune.train.oom)
     probe_steps: int = Field(3, ge=0, description="optimizer steps measured at the start (0: no probe)")
     allow_optimizer_change: bool = Field(False, description="out of memory: may switch to the paged 8-bit AdamW")

@@ -36,6 +36,7 @@ def from_plan(path: str | Path, current: dict[str, Any], gpus: int | None = None
         "predicted_cost_usd": plan.prediction.cost.total,
         "predicted_peak_bytes": plan.prediction.peak_vram_bytes,
         "predicted_tokens_per_s": plan.prediction.tokens_per_s,
+        "predicted_gpu": plan.offer.gpu,
     }
     if plan.budget_usd is not None:
         out["budget_usd"] = plan.budget_usd

@@ -60,12 +60,15 @@ def slow_cause(data_wait_frac: float | None) -> str:
 class ProbeCallback(TrainerCallback):
     """Measures the first `steps` optimizer steps, prints one line and records it in the registry.
 
-    `on_result(result)` receives the measurement dict (the guard re-projects from it)."""
+    `on_result(result)` receives the measurement dict (the guard re-projects from it). On a device other
+    than `planned_gpu` (the CPU, another board) the speed is not held against that GPU's prediction."""
 
     def __init__(self, steps: int, predicted_peak: int | None, predicted_tokens_per_s: float | None,
                  run: Any = None, data_wait: Callable[[], float | None] = lambda: None,
-                 stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic,
+                 planned_gpu: str | None = None) -> None:
         self.steps, self.predicted_peak, self.predicted_tps = steps, predicted_peak, predicted_tokens_per_s
+        self.planned_gpu = planned_gpu
         self.run, self.data_wait, self.stream, self.clock = run, data_wait, stream, clock
         self.result: dict[str, Any] | None = None
         self._n = 0
@@ -100,13 +103,15 @@ class ProbeCallback(TrainerCallback):
         t_ref, tok_ref, n = (self._t1, self._tok1, self._n - 1) if self._n > 1 else (self._t0, self._tok0, 1)
         seconds = max(now - t_ref, 1e-9)
         allocated, reserved, used = device_peaks()
+        gpu = device_name()
+        elsewhere = self.planned_gpu is not None and gpu != self.planned_gpu
         self.result = {
             "steps": self._n, "micro_batch": args.per_device_train_batch_size,
             "grad_accum": args.gradient_accumulation_steps, "s_per_step": seconds / n,
             "tokens_per_s": (tokens - tok_ref) / seconds, "peak_allocated": allocated, "peak_reserved": reserved,
             "device_used": used,
-            "predicted_peak": self.predicted_peak, "predicted_tokens_per_s": self.predicted_tps,
-            "gpu": device_name(),
+            "predicted_peak": self.predicted_peak, "predicted_tokens_per_s": None if elsewhere else self.predicted_tps,
+            "gpu": gpu, "planned_gpu": self.planned_gpu if elsewhere else None,
         }
         self._report(self.result)
 
@@ -120,7 +125,10 @@ class ProbeCallback(TrainerCallback):
             if r["predicted_peak"]:
                 mem += f" vs {r['predicted_peak'] / GIB:.2f} predicted ({_pct(r['device_used'], r['predicted_peak'])})"
         speed = f"speed {r['tokens_per_s']:.0f} tok/s, {r['s_per_step']:.2f} s/step"
-        if r["predicted_tokens_per_s"]:
+        if r.get("planned_gpu"):
+            speed += (f" (ran on {r['gpu'] or 'the CPU'}, not the plan's {r['planned_gpu']}: not compared with "
+                      "its prediction)")
+        elif r["predicted_tokens_per_s"]:
             speed += f" vs {r['predicted_tokens_per_s']:.0f} predicted ({_pct(r['tokens_per_s'], r['predicted_tokens_per_s'])})"
         else:
             speed += " (no prediction: train from a plan for one)"

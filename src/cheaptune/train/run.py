@@ -154,7 +154,8 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
                                                     spend_file=str(spend) if main or resume_from else None), run)
     if main:
         trainer.add_callback(ProbeCallback(cfg.probe_steps, cfg.predicted_peak_bytes or fresh_peak(cfg),
-                                           cfg.predicted_tokens_per_s, run, lambda: guard.starvation.wait_fraction))
+                                           cfg.predicted_tokens_per_s, run, lambda: guard.starvation.wait_fraction,
+                                           planned_gpu=cfg.predicted_gpu))
         trainer.add_callback(ProgressCallback(out_dir / "train_log.jsonl"))
         trainer.add_callback(_CostLine(guard))
         trainer.add_callback(guardrails.RegistryCallback(run))
