@@ -8,6 +8,7 @@ import pkgutil
 import sys
 
 import typer
+from typer._click import exceptions as click_errors  # typer 0.29 vendors click: its errors are these
 
 import cheaptune
 import cheaptune.cli as cli_pkg
@@ -68,11 +69,30 @@ def build_app() -> typer.Typer:
     return app
 
 
+def usage_line(err: click_errors.UsageError) -> str:
+    """A click usage error (unknown flag or command, bad value) as one line naming the help to read."""
+    where = err.ctx.command_path if err.ctx is not None else "cheaptune"
+    message = err.format_message().replace("Value error, ", "").rstrip(". ")
+    return f"error: {message} (see `{where} --help`)"
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; a CheaptuneError becomes one line on stderr and its exit code."""
+    """Run the CLI; a CheaptuneError or a usage error becomes one line on stderr and its exit code."""
     build_app()
     try:
-        app(args=argv, standalone_mode=True)
+        code = app(args=argv, prog_name="cheaptune", standalone_mode=False)  # errors come here, not boxed
+    except click_errors.NoArgsIsHelpError as err:  # `cheaptune` alone: the help, as asked
+        err.show()
+        sys.exit(err.exit_code)
+    except click_errors.UsageError as err:
+        typer.echo(usage_line(err), err=True)
+        sys.exit(err.exit_code)
+    except click_errors.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except typer.Abort:
+        typer.echo("Aborted.", err=True)
+        sys.exit(1)
     except CheaptuneError as err:
         typer.echo(f"error: {err}", err=True)
         sys.exit(err.exit_code)
@@ -81,3 +101,4 @@ def main(argv: list[str] | None = None) -> None:
             raise
         typer.echo(f"error: cannot use {err.filename}: {err.strerror or type(err).__name__}", err=True)
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
