@@ -45,14 +45,29 @@ def _render(est, gpus, headroom: float, factors: dict | None = None) -> None:
         out.print(f"{f.gpu}: {f.note()}, peak x{f.memory or 1:.3f} (--no-calibration to ignore)")
 
 
-def _render_time(t, gpu: str, nodes: int) -> None:
-    """One line of speed and the step's parts (seconds per optimizer step)."""
+def _with_speedups(t, gpu) -> dict:
+    """The speed options a plan turns on for `gpu` (estimate.speedups.for_gpu) and the tokens/s with them:
+    the step time alone is without them, so `estimate` and `plan` would otherwise disagree by their factor."""
+    from cheaptune.estimate.speedups import describe, for_gpu
+
+    fast = for_gpu(gpu)
+    return {"options": list(fast.options), "factor": round(fast.factor, 4),
+            "tokens_per_s": t.tokens_per_s * fast.factor, "line": describe(fast)}
+
+
+def _render_time(t, gpu: str, nodes: int, fast: dict) -> None:
+    """One line of speed and the step's parts (seconds per optimizer step), and one with the plan's speed options."""
     from cheaptune.cli.output import console
 
     where = f"{t.gpus // nodes}x {gpu}" + (f" x {nodes} nodes" if nodes > 1 else "")
     parts = ", ".join(f"{k} {v:.3f}" for k, v in t.parts.items() if v)
-    console().print(f"time on {where}: {t.tokens_per_s:,.0f} tokens/s, {t.step_seconds:.3f} s per optimizer step, "
-                    f"MFU {t.mfu:.0%} (parts, s/step: {parts})")
+    console().print(f"time on {where}: {t.tokens_per_s:,.0f} tokens/s without speed options, {t.step_seconds:.3f} s "
+                    f"per optimizer step, MFU {t.mfu:.0%} (parts, s/step: {parts})")
+    if fast["options"]:
+        console().print(f"with the speed options a plan turns on for {gpu}: {fast['tokens_per_s']:,.0f} tokens/s "
+                        f"({fast['line']})")
+    else:
+        console().print(f"a plan turns on no speed options for {gpu}: the same {t.tokens_per_s:,.0f} tokens/s")
 
 
 def _notes(req, foreign) -> None:
@@ -136,6 +151,7 @@ def register(app: typer.Typer) -> None:
             from cheaptune.estimate.throughput import step_time_for
 
             timed = step_time_for(req, est.trainable_params, resolve_gpu(gpu), gpu_count, nodes, grad_accum)
+            fast = _with_speedups(timed, resolve_gpu(gpu))
         if as_json:
             import dataclasses
 
@@ -144,12 +160,12 @@ def register(app: typer.Typer) -> None:
             extra = {"config": dataclasses.asdict(foreign)} if foreign else {}
             if timed is not None:
                 extra["time"] = {**timed.to_dict(), "gpu": resolve_gpu(gpu).name, "nodes": nodes,
-                                 "grad_accum": grad_accum}
+                                 "grad_accum": grad_accum, "speedups": fast}
             emit_json({**dataclasses.asdict(est), **extra})
             return
         _notes(req, foreign)
         if timed is not None:
-            _render_time(timed, resolve_gpu(gpu).name, nodes)
+            _render_time(timed, resolve_gpu(gpu).name, nodes, fast)
         from cheaptune.catalog.gpus import list_gpus
         from cheaptune.runs.calibration import load
 

@@ -1,0 +1,37 @@
+"""`estimate --gpu` says which speed options a plan turns on for that GPU and the tokens/s with them, as
+`plan` prices it; the step time itself stays without them (JSON: fields added, none renamed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def _estimate(run_cli, model_dir, gpu, *extra):
+    return run_cli("estimate", "--model", str(model_dir), "--method", "lora", "--micro-batch", "2",
+                   "--seq-len", "64", "--gpu", gpu, *extra)
+
+
+def test_estimate_names_the_plans_speed_options_and_their_tokens_per_s(run_cli, tiny_model_dir):
+    code, out, err = _estimate(run_cli, tiny_model_dir, "A100-80GB", "--json")
+    assert code == 0, err
+    time = json.loads(out)["time"]
+    fast = time["speedups"]
+    assert fast["options"] == ["liger_kernel", "torch_compile"]  # both need compute capability 8.0
+    assert fast["factor"] == pytest.approx(1.10 * 1.27, rel=1e-3)
+    assert fast["tokens_per_s"] == pytest.approx(time["tokens_per_s"] * fast["factor"], rel=1e-3)
+    code, out, err = _estimate(run_cli, tiny_model_dir, "A100-80GB")
+    assert code == 0, err
+    text = " ".join(out.split())  # the console may wrap
+    assert "tokens/s without speed options" in text
+    assert f"with the speed options a plan turns on for A100-80GB: {fast['tokens_per_s']:,.0f} tokens/s" in text
+
+
+def test_estimate_on_a_board_without_them_says_none(run_cli, tiny_model_dir):
+    code, out, err = _estimate(run_cli, tiny_model_dir, "T4", "--json")
+    assert code == 0, err
+    time = json.loads(out)["time"]
+    assert time["speedups"]["options"] == [] and time["speedups"]["tokens_per_s"] == time["tokens_per_s"]
+    code, out, _ = _estimate(run_cli, tiny_model_dir, "T4")
+    assert "a plan turns on no speed options for T4" in " ".join(out.split())
