@@ -30,3 +30,10 @@ def test_plan_counts_the_data_without_its_bad_rows_when_asked(tmp_path):
         build_workload(*args)
     w = build_workload(*args, skip_bad_rows=True)
     assert w.examples == 2 and w.tokens > 0
+
+
+def test_the_plan_docs_say_plan_takes_skip_bad_rows():
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "plan.md").read_text()
+    assert "`--skip-bad-rows`" in text

@@ -43,7 +43,7 @@ def _options() -> dict[str, set[str]]:
 
 def test_every_command_uses_the_table_s_flags_and_only_them():
     rows, options = _table(), _options()
-    assert {r["flag"] for r in rows} >= {"--gpu", "--gpu-count", "--data", "--spot", "--disk-gib"}
+    assert {r["flag"] for r in rows} >= {"--gpu", "--gpu-count", "--data", "--spot", "--disk-gib", "--skip-bad-rows"}
     for row in rows:
         if row["flag"] == "--json":
             continue
