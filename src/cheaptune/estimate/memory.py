@@ -29,7 +29,7 @@ from cheaptune.estimate.policy import (
     QUANTS,
 )
 from cheaptune.estimate.profiles import get_profile
-from cheaptune.estimate.sharding import check_sharding, shard_estimate
+from cheaptune.estimate.sharding import FsdpRun, check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
@@ -57,6 +57,8 @@ class EstimateRequest:
     gpus: int = 1
     sharding: str | None = None  # ddp (default with gpus > 1) | fsdp | zero2 | zero3
     offload: bool = False  # fsdp/zero: sharded model state in host RAM
+    fsdp_mixed_units: bool = False  # FSDP1 flat params mixing frozen + trainable weights per block (sharding.FsdpRun)
+    fsdp_no_sync: bool = False  # FSDP1 gradient accumulation under no_sync(): unsharded gradients held (FsdpRun)
     allow_long_context: bool = False
     full_sim: bool = False  # simulate every block instead of extrapolating from 1-2 periods
     trainer: str = "cheaptune"  # whose step is simulated: estimate/data/profiles.yaml
@@ -156,6 +158,8 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
     sharding = check_sharding(req.gpus, req.sharding, req.offload) if req.gpus != 1 or req.sharding else None
     if req.offload and sharding is None:
         raise BadInput("--offload needs --sharding fsdp, zero2 or zero3")
+    if (req.fsdp_mixed_units or req.fsdp_no_sync) and sharding != "fsdp":
+        raise BadInput("fsdp_mixed_units / fsdp_no_sync describe an FSDP run: pass --sharding fsdp with --gpus > 1")
     if req.micro_batch < 1 or req.seq_len < 1:
         raise BadInput(f"--micro-batch and --seq-len must be >= 1 (got {req.micro_batch}, {req.seq_len})")
     if req.method in PEFT_METHODS and (req.lora_r < 1 or req.lora_alpha <= 0):
@@ -173,7 +177,8 @@ def _inputs(req: EstimateRequest, label: str) -> dict:
     d["model"] = label
     if d["objective"] == "sft":  # SFT inputs (and so their cache keys) as before preference tuning existed
         del d["objective"], d["precompute_ref"]
-    for opt in ("torchao_nf4_unchunked", "peft_config", "math_sdpa_16bit", "reentrant_ckpt"):  # named only where set, so other keys stay as they were
+    for opt in ("torchao_nf4_unchunked", "peft_config", "math_sdpa_16bit", "reentrant_ckpt", "fsdp_mixed_units",
+                "fsdp_no_sync"):  # named only where set, so other keys stay as they were
         if not d[opt]:
             del d[opt]
     for opt in ("kbit_prep", "autocast_adapter_dtype"):
@@ -191,8 +196,10 @@ def estimate_memory(req: EstimateRequest) -> MemoryEstimate:
     cfg, label = model_config(req.model)
     req = normalize(req, cfg)
     if req.gpus > 1:
-        single = estimate_memory(dataclasses.replace(req, gpus=1, sharding=None, offload=False))
-        return shard_estimate(single, req.gpus, req.sharding, req.offload, model_config=cfg)
+        single = estimate_memory(dataclasses.replace(req, gpus=1, sharding=None, offload=False,
+                                                     fsdp_mixed_units=False, fsdp_no_sync=False))
+        return shard_estimate(single, req.gpus, req.sharding, req.offload, model_config=cfg,
+                              fsdp_run=FsdpRun(req.fsdp_mixed_units, req.fsdp_no_sync))
     inputs = _inputs(req, label)
     k = cache.key({**inputs, "estimator": ESTIMATOR_VERSION}, cfg)  # a new simulation drops old entries
     hit = cache.load(k)

@@ -71,7 +71,38 @@ def _model_config(single) -> dict:
     return dict(resolve_model(str(single.inputs.get("model"))).config)
 
 
-def _comm_buffers(s: str, single, cfg: dict, gpus: int) -> dict[str, int]:
+@dataclasses.dataclass(frozen=True)
+class FsdpRun:
+    """How an FSDP run holds gradients, where it departs from FSDP2's per-parameter default.
+
+    mixed_units: FSDP1 (use_orig_params=True) flattens each wrapped block's frozen and trainable weights into
+    one FlatParameter, whose gradient covers every element: torch warns "gradient memory usage will be higher
+    than expected" (torch/distributed/fsdp/_wrap_utils.py, quoted in Lightning-AI/litgpt#1538).
+    no_sync: gradient accumulation under FSDP1's no_sync() keeps each unit's unsharded gradient on every rank
+    until the syncing micro-step (FullyShardedDataParallel.no_sync docstring: "FSDP will accumulate the full
+    model gradients (instead of gradient shards) until the eventual sync").
+    """
+
+    mixed_units: bool = False
+    no_sync: bool = False
+
+
+def _fsdp_grads(single, cfg: dict, gpus: int, run: FsdpRun) -> tuple[int, int, int]:
+    """FSDP gradient bytes per GPU: (held through the micro-steps, after the sync, one unit's unsharded)."""
+    b = single.breakdown
+    total, trainable = max(single.total_params, 1), single.trainable_params
+    layer, root, _ = _layer_dims(cfg, single.total_params)
+    if run.mixed_units:  # every element of the blocks' flat params, in the flat param's (weights') dtype
+        w_bytes = (b.get("weights", 0) + b.get("trainable_weights", 0)) / total
+        full, unit = int((total - root) * w_bytes), int(layer * w_bytes)
+    else:
+        g_bytes = b.get("gradients", 0) / trainable if trainable and b.get("gradients") else 2.0
+        full, unit = b.get("gradients", 0), int(trainable * layer / total * g_bytes)
+    synced = -(-full // gpus)
+    return (full if run.no_sync else synced), synced, unit
+
+
+def _comm_buffers(s: str, single, cfg: dict, gpus: int, run: FsdpRun = FsdpRun()) -> dict[str, int]:
     """Communication buffers per GPU, by name; they are allocated by torch (count in allocated)."""
     c = constants()
     b = single.breakdown
@@ -83,11 +114,10 @@ def _comm_buffers(s: str, single, cfg: dict, gpus: int) -> dict[str, int]:
         return {"ddp_buckets": int(max(c["ddp_bucket_cap_bytes"],
                                        c["ddp_bucket_copy_of_gradients"] * b.get("gradients", 0)))}
     if s == "fsdp":
-        layer_trainable = trainable * layer / total
         return {"fsdp_gathered_units": int(c["fsdp_units_in_flight"] * layer * w_bytes),
                 # embeddings and lm_head stay 16-bit even when the blocks are 4-bit
                 "fsdp_root_unit": int(c["fsdp_root_unit_unsharded"] * root * max(w_bytes, 2) * (1 - 1 / gpus)),
-                "fsdp_unsharded_grads": int(layer_trainable * g_bytes)}
+                "fsdp_unsharded_grads": _fsdp_grads(single, cfg, gpus, run)[2]}
     reduce = min(c["deepspeed_reduce_bucket_elems"], trainable) * g_bytes
     if s == "zero2":
         gather = min(c["deepspeed_allgather_bucket_elems"], trainable) * w_bytes
@@ -104,8 +134,10 @@ def _zero3_persistent_lora(single, cfg: dict) -> bool:
         constants()["deepspeed_stage3_persistence_elems"]
 
 
-def _model_state(s: str, single, cfg: dict, gpus: int, offload: bool) -> tuple[dict[str, int], int]:
-    """Per-GPU bytes of each model-state category, and the bytes moved to host RAM per GPU."""
+def _model_state(s: str, single, cfg: dict, gpus: int, offload: bool,
+                 run: FsdpRun = FsdpRun()) -> tuple[dict[str, int], int]:
+    """Per-GPU bytes of each model-state category (gradients: as held through a backward), and the bytes
+    moved to host RAM per GPU."""
     b = single.breakdown
     sharded = set(SHARDED[s])
     if s == "zero3" and _zero3_persistent_lora(single, cfg):
@@ -116,6 +148,8 @@ def _model_state(s: str, single, cfg: dict, gpus: int, offload: bool) -> tuple[d
         state["optimizer_state"] = max(state["optimizer_state"],
                                        int(constants()["deepspeed_adam_bytes_per_param"] * single.trainable_params))
     per_gpu = {k: (-(-v // gpus) if k in sharded else v) for k, v in state.items()}
+    if s == "fsdp":
+        per_gpu["gradients"] = _fsdp_grads(single, cfg, gpus, run)[0]
     host = 0
     if offload:
         for k in OFFLOADED[s]:
@@ -124,39 +158,48 @@ def _model_state(s: str, single, cfg: dict, gpus: int, offload: bool) -> tuple[d
     return per_gpu, host
 
 
-def _sharded_phases(single, per_gpu: dict[str, int], comm: int) -> dict[str, int]:
+def _sharded_phases(single, per_gpu: dict[str, int], comm: int, synced_grads: int | None = None,
+                    grads_persist: bool = False) -> dict[str, int]:
     """Each phase's per-GPU peak: the single-GPU peak minus only the state that phase holds, plus buffers.
 
     Weights and optimizer state live through every phase of a steady-state step. Gradients do not exist
     during the forward (zero_grad sets them to None), all exist in the optimizer step, and in the backward
     they are counted only when the backward holds the overall peak (the breakdown is taken there), so
-    savings are never credited to a phase that did not have them.
+    savings are never credited to a phase that did not have them. `grads_persist`: accumulated gradients
+    (FSDP no_sync) live through the forwards too; `synced_grads`: what the optimizer step holds when that
+    differs from what the backward held.
     """
     b = single.breakdown
     saved = {k: b.get(k, 0) - v for k, v in per_gpu.items()}
     static = saved["weights"] + saved["trainable_weights"] + saved["optimizer_state"]
     peak_phase = single.details.get("peak_phase")
+    held = per_gpu["gradients"]
     out = {}
     for ph, v in single.phase_peaks.items():
-        grads = saved["gradients"] if ph == "optimizer" or ph == peak_phase else 0
-        out[ph] = max(v - static - grads, 0) + comm
+        had = ph == "optimizer" or ph == peak_phase
+        now = (synced_grads if ph == "optimizer" and synced_grads is not None else held) \
+            if had or grads_persist else 0
+        out[ph] = max(v - static - (b.get("gradients", 0) if had else 0) + now, 0) + comm
     return out
 
 
 def shard_estimate(single, gpus: int, sharding: str | None = "ddp", offload: bool = False,
-                   model_config: dict | None = None):
+                   model_config: dict | None = None, fsdp_run: FsdpRun = FsdpRun()):
     """Per-GPU MemoryEstimate for `gpus` data-parallel GPUs, from a 1-GPU estimate of the same request.
 
     `single` must be the one-GPU estimate at the per-GPU micro-batch. `model_config` (config.json
-    fields) sizes FSDP/ZeRO-3 units; when omitted it is resolved from single.inputs["model"].
+    fields) sizes FSDP/ZeRO-3 units; when omitted it is resolved from single.inputs["model"]. `fsdp_run`:
+    how an FSDP1 run holds gradients (FsdpRun), for a trainer that wraps frozen and trainable weights together.
     """
     s = check_sharding(gpus, sharding, offload)
     if gpus == 1:
         return single
     cfg = model_config if model_config is not None else _model_config(single)
-    per_gpu, host = _model_state(s, single, cfg, gpus, offload)
-    comm = _comm_buffers(s, single, cfg, gpus)
-    phases = _sharded_phases(single, per_gpu, sum(comm.values()))
+    run = fsdp_run if s == "fsdp" else FsdpRun()
+    per_gpu, host = _model_state(s, single, cfg, gpus, offload, run)
+    comm = _comm_buffers(s, single, cfg, gpus, run)
+    synced = _fsdp_grads(single, cfg, gpus, run)[1] if s == "fsdp" and not offload else None
+    phases = _sharded_phases(single, per_gpu, sum(comm.values()), synced, run.no_sync and not offload)
     allocated = max(phases.values())
     reserved, total = overheads.reserved_and_total(allocated)
     if s != "ddp":  # gathers on a side stream keep freed blocks in separate allocator pools
@@ -171,6 +214,7 @@ def shard_estimate(single, gpus: int, sharding: str | None = "ddp", offload: boo
     breakdown["cuda_context"] = total - reserved
     breakdown["nccl_buffers"] = nccl
     inputs = dict(single.inputs, gpus=gpus, sharding=s, offload=offload)
+    inputs.update({f"fsdp_{k}": True for k, v in dataclasses.asdict(run).items() if v})
     details = dict(single.details, sharding=s, gpus=gpus, offload=offload, host_offload_bytes_per_gpu=host,
                    single_gpu_device_total_bytes=single.device_total_bytes)
     return dataclasses.replace(
@@ -186,7 +230,9 @@ def fit_micro_batch_sharded(req, gpu_memory_bytes: int, gpus: int, sharding: str
     from cheaptune.estimate.memory import estimate_memory, fit_with
 
     def estimate_at(b: int, gc: bool):
-        single = estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc, gpus=1, sharding=None))
-        return shard_estimate(single, gpus, sharding, offload, model_config)
+        single = estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc, gpus=1, sharding=None,
+                                                     fsdp_mixed_units=False, fsdp_no_sync=False))
+        run = FsdpRun(getattr(req, "fsdp_mixed_units", False), getattr(req, "fsdp_no_sync", False))
+        return shard_estimate(single, gpus, sharding, offload, model_config, run)
 
     return fit_with(estimate_at, gpu_memory_bytes * (1 - headroom), max_micro_batch)
