@@ -57,6 +57,12 @@ TRAINER = {
     "axolotl-0.19": ("axolotl", {}),  # bench/gpu_trainer_rows.py runs (lora_dropout 0.0, the profile's default)
     "hf-peft-config": ("hf", {}),  # the adapter is the result file's own peft_config (PEFT_CONFIGS)
     "hf-trainer": ("hf", {}),
+    # PEFT's accelerate guides (docs/source/accelerate/fsdp.md, deepspeed.md; multi-GPU rows only) run examples/sft
+    # with trl's SFTTrainer of early 2024, whose sharded-QLoRA path skipped peft's kbit preparation and whose peft
+    # predates the fp32 adapter cast the hf profile models; until those versions are checked the rows keep the
+    # profile their fitted constant (sharded_allocator_extra_fraction) was calibrated with
+    "hf-peft+fsdp": ("cheaptune", {}),
+    "hf-peft+deepspeed": ("cheaptune", {}),
     "llama-factory": ("llama-factory", {}),  # its defaults (estimate/data/profiles.yaml); no public row yet
 }
 # allocator_slack_fraction (estimate/data/overheads.yaml) was calibrated on the max_reserved PEFT rows

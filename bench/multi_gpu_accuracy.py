@@ -3,7 +3,9 @@
 Usage: .venv/bin/python bench/multi_gpu_accuracy.py [--json]   -> bench/results/multi_gpu_accuracy.json
 Rows: bench/data/vram_multi_gpu.csv (the multi-GPU rows of vram_measured_public.csv; sources:
 docs/sources.md#public-measurements).
-Each row's single-GPU estimate is simulated (cached on disk after the first run), then sharded.
+Each row is estimated with its trainer's profile and row-level settings, from the one mapping the single-GPU bench
+uses (memory_accuracy.TRAINER), plus what the row's multi-GPU run did (FSDP_RUN). Each row's single-GPU estimate is
+simulated (cached on disk after the first run), then sharded as estimate_memory does it for --gpus N.
 Metric mapping: max_allocated / torch_peak -> peak_allocated; per_gpu_screenshot (nvidia-smi) -> device_total.
 Accuracy is summarised apart for the rows a constant was fitted on (FITTED) and the rest; the headline is the rest.
 """
@@ -16,36 +18,53 @@ import statistics
 import sys
 from pathlib import Path
 
+from memory_accuracy import TRAINER, _targets
 from run_record import stamp
 
 from cheaptune.estimate.memory import EstimateRequest, estimate_memory
-from cheaptune.estimate.sharding import shard_estimate
 
 ROWS = Path(__file__).with_name("data") / "vram_multi_gpu.csv"
 UNIT = {"GB": 1e9, "GiB": 2**30, "MB": 1e6, "MiB": 2**20}
 RESULTS = Path(__file__).with_name("results") / "multi_gpu_accuracy.json"
-TARGETS = {"qv+o+mlp": "all-linear"}  # our presets have no q,v,o+mlp; all-linear adds k (tiny for LoRA)
+# framework -> request settings of its multi-GPU run, beyond the single-GPU ones in TRAINER
+FSDP_RUN = {
+    # litgpt@8641822 (the resource tables' commit, Oct 2023) finetune/lora.py L83-89: FSDPStrategy(auto_wrap_policy=
+    # {Block}, activation_checkpointing_policy={Block}, state_dict_type="full", limit_all_gathers=True,
+    # cpu_offload=False); Lightning@71aed751 (its requirements.txt pin) fabric/strategies/fsdp.py L173-175 defaults
+    # use_orig_params=True, so each Block's frozen and LoRA weights share one FlatParameter; lora.py L40-43
+    # batch_size 128 / micro_batch_size -> 128 accumulation steps run under fabric.no_backward_sync (L215), which is
+    # FSDP1's no_sync() (fsdp.py L760-773)
+    "litgpt": {"grad_ckpt": True, "fsdp_mixed_units": True, "fsdp_no_sync": True},
+}
 
 # sharded_allocator_extra_fraction (estimate/data/sharding.yaml) was calibrated on these nvidia-smi rows
 FITTED = {"P13", "P14", "P15", "P17"}
 
 
 def request(row: dict) -> EstimateRequest:
+    trainer, settings = TRAINER.get(row["framework"], ("cheaptune", {}))
+    sharding = row["sharding"]
+    settings = {"grad_ckpt": row["grad_ckpt"] == "yes", **settings}
+    if sharding.startswith("fsdp"):
+        settings.update(FSDP_RUN.get(row["framework"], {}))
     return EstimateRequest(
         model=row["model"], method=row["method"], lora_r=int(row["lora_r"] or 16),
-        lora_targets=TARGETS.get(row["lora_targets"], row["lora_targets"] or "all-linear"),
-        micro_batch=int(row["micro_batch"]), seq_len=int(row["seq_len"]), precision=row["precision"] or None,
-        quant=row["quant"] or None, grad_ckpt=row["grad_ckpt"] == "yes", optimizer="adamw", attn=row["attn"],
+        lora_targets=_targets(row["lora_targets"]), micro_batch=int(row["micro_batch"]), seq_len=int(row["seq_len"]),
+        precision=row["precision"] or None, quant=row["quant"] or None, optimizer="adamw",
+        attn="sdpa" if row["attn"] == "flash" else row["attn"], gpus=int(row["num_gpus"]),
+        sharding=sharding.replace("-cpu-offload", ""), offload=sharding.endswith("cpu-offload"),
+        trainer=trainer, **settings,
     )
 
 
 def predict(row: dict) -> tuple[float, str]:
-    sharding = row["sharding"]
-    offload = sharding.endswith("cpu-offload")
-    est = shard_estimate(estimate_memory(request(row)), int(row["num_gpus"]), sharding.replace("-cpu-offload", ""),
-                         offload=offload)
+    est = estimate_memory(request(row))
     field = "device_total_bytes" if row["metric"] == "per_gpu_screenshot" else "peak_allocated_bytes"
     return getattr(est, field) / UNIT[row["unit"]], field
+
+
+def est_trainer(row: dict) -> str:
+    return TRAINER.get(row["framework"], ("cheaptune", {}))[0]
 
 
 def summary(rows: list[dict]) -> dict:
@@ -68,7 +87,7 @@ def main(argv: list[str]) -> int:
             continue
         out.append({"id": row["id"], "model": row["model"], "method": row["method"], "gpus": int(row["num_gpus"]),
                     "sharding": row["sharding"], "measured": measured, "predicted": round(pred, 2),
-                    "unit": row["unit"], "compared": field, "ratio": round(pred / measured, 2),
+                    "unit": row["unit"], "compared": field, "trainer": est_trainer(row), "ratio": round(pred / measured, 2),
                     "ratio_exact": pred / measured, "fitted": row["id"] in FITTED, "source": row["source"]})
     scored = [r for r in out if "error" not in r]
     doc = stamp({"benchmark": "multi_gpu_accuracy", "rows": out,
