@@ -68,3 +68,35 @@ def test_time_model_factors_carry_sources():
     assert len(both.not_simulated) == 2  # neither kernel's memory saving is simulated: the estimate errs high
     eight = TrainSettings(method="lora", precision="bf16-mixed", optimizer="adamw-8bit").speedup
     assert eight.options == ("adamw-8bit",) and eight.factor < 1 and eight.not_simulated == ()
+
+
+def test_a_plans_own_speed_options_turn_off_where_they_cannot_run(tmp_path, monkeypatch):
+    """A GPU plan's Liger/compile (the planner's choice) are turned off on a CPU with one line, so the saved
+    plan still trains here; the same options set by the user's config stay on and are refused by check()."""
+    from cheaptune.plan.planfile import CostBreakdown, Offer, PlanFile, Prediction, save
+    from cheaptune.plan.planfile import TrainSettings as PlanSettings
+    from cheaptune.train.config import build
+
+    plan = PlanFile(
+        created="2026-12-01T00:00:00", cheaptune_version="0.1.0", model="some/model", dataset="d.jsonl",
+        train=PlanSettings(method="lora", precision="bf16-mixed", liger_kernel=True, torch_compile=True),
+        offer=Offer(provider="x", gpu="A100-80GB", gpu_count=1, price_per_hour=1.4),
+        prediction=Prediction(peak_vram_bytes=10**9, gpu_memory_bytes=80 * 10**9, tokens=10**6, tokens_per_s=1000,
+                              hours=1.0, cost=CostBreakdown(compute=1.4, total=1.5)),
+    )
+    save(plan, tmp_path / "plan.yaml")
+    planned = build(None, tmp_path / "plan.yaml", {})
+    on_cpu, line = speedups.fit_planned(planned, "cpu")
+    assert not on_cpu.liger_kernel and not on_cpu.torch_compile and speedups.asked(on_cpu) == []
+    assert "liger_kernel and torch_compile turned off: no CUDA GPU" in line
+    monkeypatch.setattr(speedups, "_installed", lambda module: True)
+    assert speedups.fit_planned(planned, "cuda") == (planned, None)  # a GPU with both installed: kept
+    monkeypatch.setattr(speedups, "_installed", lambda module: module != "liger_kernel")
+    gpu, line = speedups.fit_planned(planned, "cuda")
+    assert not gpu.liger_kernel and gpu.torch_compile and "not installed" in line
+    config = tmp_path / "own.yaml"
+    config.write_text("base_model: some/model\nliger_kernel: true\n")
+    mine = build(config, tmp_path / "plan.yaml", {})
+    assert speedups.fit_planned(mine, "cpu")[0].liger_kernel  # the user's own setting is not dropped
+    with pytest.raises(BadInput, match="liger_kernel: true needs a CUDA GPU"):
+        speedups.check(speedups.fit_planned(mine, "cpu")[0], "cpu")

@@ -157,6 +157,7 @@ class TrainConfig(BaseModel):
     _plan_overrides: dict[str, tuple[Any, Any]] = PrivateAttr(default_factory=dict)
     # lines on how the plan was adapted to this machine (a GPU count other than the plan's: config.build)
     _plan_notes: list[str] = PrivateAttr(default_factory=list)
+    _planned_speedups: tuple[str, ...] = PrivateAttr(default=())  # speed options the plan alone turned on
     # Axolotl keys read but not used: (ignored: change nothing; named: cheaptune trains them its own way)
     _foreign: tuple[list[str], list[str]] = PrivateAttr(default_factory=lambda: ([], []))
 
@@ -256,6 +257,7 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
     cli = {k: v for k, v in (overrides or {}).items() if v is not None}
     changed: dict[str, tuple[Any, Any]] = {}
     notes: list[str] = []
+    raw_user = dict(raw)  # the config file's own keys, before the plan's are merged in
     if plan_path is not None:
         from cheaptune.train.planmerge import SETTING_KEYS, from_plan
 
@@ -271,5 +273,8 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
     cfg = validate(raw, f"config file {path}" if path else "config", _flag_origins(overrides))
     cfg._plan_overrides = changed
     cfg._plan_notes = notes
+    if plan_path is not None:
+        cfg._planned_speedups = tuple(k for k in ("liger_kernel", "torch_compile")
+                                      if planned.get(k) and k not in raw_user and k not in cli)
     cfg._foreign = foreign
     return cfg

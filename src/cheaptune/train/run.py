@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -107,7 +108,7 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
     from transformers import AutoTokenizer, set_seed
 
     from cheaptune.runs.guard import GuardCallback, attach
-    from cheaptune.train import distributed
+    from cheaptune.train import distributed, speedups
     from cheaptune.train.callbacks import ProgressCallback, TimedSaveCallback
     from cheaptune.train.chat import prepare_chat
     from cheaptune.train.methods import build_model, resolve_precision
@@ -119,6 +120,9 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
 
     build = build_trainer if cfg.objective == "sft" else build_preference_trainer
     prec = resolve_precision(cfg)
+    cfg, off = speedups.fit_planned(cfg, prec.device)
+    if off and os.environ.get("RANK", "0") == "0":  # said once, by the first process
+        print(off, file=sys.stderr, flush=True)
     out_dir, root = Path(cfg.output_dir), cfg.checkpoint_root
     out_dir.mkdir(parents=True, exist_ok=True)
     root.mkdir(parents=True, exist_ok=True)

@@ -50,6 +50,19 @@ def check(cfg: Any, device: str) -> None:
         raise BadInput("; ".join(problems))
 
 
+def fit_planned(cfg: Any, device: str) -> tuple[Any, str | None]:
+    """Turn off the speed options a plan alone turned on (`cfg._planned_speedups`) that cannot run here
+    (no CUDA GPU, or not installed), with one line saying so: they change speed, never what is trained, so a
+    GPU plan still runs on a CPU. Options the user set stay, and `check` refuses them as before."""
+    off = [name for name in getattr(cfg, "_planned_speedups", ()) if getattr(cfg, name)
+           and (device != "cuda" or not _installed(PACKAGES[name][0]))]
+    if not off:
+        return cfg, None
+    why = "no CUDA GPU here" if device != "cuda" else "not installed here (pip install 'cheaptune[liger,compile]')"
+    return cfg.model_copy(update=dict.fromkeys(off, False)), \
+        f"the plan's {' and '.join(off)} turned off: {why}; they change speed only, so the run trains the same"
+
+
 def trainer_args(cfg: Any) -> dict[str, Any]:
     """SFTConfig fields for the options. trl 1.16 applies Liger's layer kernels (RMSNorm, RoPE, SwiGLU) and
     keeps its own chunked LM-head loss instead of Liger's fused linear cross-entropy (both never build the
