@@ -91,3 +91,12 @@ def test_spot_notice_from_metadata_preempts_with_143(tiny_model_dir, chat_file, 
     assert code == 143, err
     assert "GCP preemption notice: saved" in err
     assert ck.verify(ck.list_checkpoints(out)[-1]) is None
+
+
+def test_full_fine_tune_says_it_saved_the_model(tiny_model_dir, chat_file, tmp_path, run_cli):
+    """A full fine-tune writes model weights, not an adapter: its last line must not say "adapter"."""
+    out = tmp_path / "out"
+    code, stdout, err = run_cli(*_args(tiny_model_dir, chat_file, out, "--method", "full"))
+    assert code == 0, err
+    assert (out / "model.safetensors").is_file() and not (out / "adapter_model.safetensors").exists()
+    assert f"model and summary in {out}" in stdout and "adapter" not in stdout

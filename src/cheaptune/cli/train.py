@@ -161,8 +161,9 @@ def train(
         emit_json(result.summary)
     else:
         s = result.summary
+        saved = "model" if cfg.method == "full" else "adapter"  # a full fine-tune saves the whole model
         typer.echo(f"done: {s['steps']} steps, {s['tokens']} tokens, final loss {s['final_train_loss']}; "
-                   f"adapter and summary in {result.output_dir}")
+                   f"{saved} and summary in {result.output_dir}")
 
 
 def _gpus_and_sharding(plan: Path | None, gpus: int | None, sharding: str | None) -> tuple[int, str]:
