@@ -65,6 +65,21 @@ def _layer_dims(cfg: dict, total_params: int) -> tuple[int, int, int]:
     return max(total_params - root, 0) // max(layers, 1), root, hidden
 
 
+def _quant_state_bytes(single, cfg: dict) -> int:
+    """bnb 4-bit quant state (absmax per 64-weight block; nf4-dq: uint8 absmax + fp32 per 256 of them).
+
+    bitsandbytes 0.43.0 nn/modules.py L288-290 (Params4bit._quantize) keeps it on the Linear4bit module and
+    L410-417 (Linear4bit.forward) re-attaches it after FSDP flattening replaced the weight: it is a module
+    attribute, not a parameter, so FSDP/ZeRO-3 neither shard nor offload it; every GPU holds all of it.
+    """
+    quant = single.inputs.get("quant")
+    if not quant:
+        return 0
+    _, root, _ = _layer_dims(cfg, single.total_params)
+    blocks = max(single.total_params - single.trainable_params - root, 0) / 64
+    return int(blocks + blocks / 256 * 4 if quant == "nf4-dq" else blocks * 4)
+
+
 def _model_config(single) -> dict:
     from cheaptune.catalog.models import resolve_model
 
@@ -102,8 +117,15 @@ def _fsdp_grads(single, cfg: dict, gpus: int, run: FsdpRun) -> tuple[int, int, i
     return (full if run.no_sync else synced), synced, unit
 
 
-def _comm_buffers(s: str, single, cfg: dict, gpus: int, run: FsdpRun = FsdpRun()) -> dict[str, int]:
-    """Communication buffers per GPU, by name; they are allocated by torch (count in allocated)."""
+def _comm_buffers(s: str, single, cfg: dict, gpus: int, run: FsdpRun = FsdpRun(),
+                  offload: bool = False) -> dict[str, int]:
+    """Communication buffers per GPU, by name; they are allocated by torch (count in allocated).
+
+    The gathered root unit adds root x (1 - 1/N) to the local shard counted in weights; with offload that shard
+    is on the host (FSDP1 FlatParamHandle.pre_unshard copies it to the GPU, then all-gathers the whole unit),
+    so the whole root unit is on the GPU.
+    """
+    local = 0 if offload else 1
     c = constants()
     b = single.breakdown
     total, trainable = max(single.total_params, 1), single.trainable_params
@@ -116,7 +138,7 @@ def _comm_buffers(s: str, single, cfg: dict, gpus: int, run: FsdpRun = FsdpRun()
     if s == "fsdp":
         return {"fsdp_gathered_units": int(c["fsdp_units_in_flight"] * layer * w_bytes),
                 # embeddings and lm_head stay 16-bit even when the blocks are 4-bit
-                "fsdp_root_unit": int(c["fsdp_root_unit_unsharded"] * root * max(w_bytes, 2) * (1 - 1 / gpus)),
+                "fsdp_root_unit": int(c["fsdp_root_unit_unsharded"] * root * max(w_bytes, 2) * (1 - local / gpus)),
                 "fsdp_unsharded_grads": _fsdp_grads(single, cfg, gpus, run)[2]}
     reduce = min(c["deepspeed_reduce_bucket_elems"], trainable) * g_bytes
     if s == "zero2":
@@ -148,6 +170,7 @@ def _model_state(s: str, single, cfg: dict, gpus: int, offload: bool,
         state["optimizer_state"] = max(state["optimizer_state"],
                                        int(constants()["deepspeed_adam_bytes_per_param"] * single.trainable_params))
     per_gpu = {k: (-(-v // gpus) if k in sharded else v) for k, v in state.items()}
+    whole = _quant_state_bytes(single, cfg) if "weights" in sharded else 0
     if s == "fsdp":
         per_gpu["gradients"] = _fsdp_grads(single, cfg, gpus, run)[0]
     host = 0
@@ -155,6 +178,9 @@ def _model_state(s: str, single, cfg: dict, gpus: int, offload: bool,
         for k in OFFLOADED[s]:
             host += per_gpu[k]
             per_gpu[k] = 0
+    if whole:  # the quant state stays whole on the GPU, in place of its shard
+        host -= -(-whole // gpus) if offload else 0
+        per_gpu["weights"] += whole - (0 if offload else -(-whole // gpus))
     return per_gpu, host
 
 
@@ -197,7 +223,7 @@ def shard_estimate(single, gpus: int, sharding: str | None = "ddp", offload: boo
     cfg = model_config if model_config is not None else _model_config(single)
     run = fsdp_run if s == "fsdp" else FsdpRun()
     per_gpu, host = _model_state(s, single, cfg, gpus, offload, run)
-    comm = _comm_buffers(s, single, cfg, gpus, run)
+    comm = _comm_buffers(s, single, cfg, gpus, run, offload)
     synced = _fsdp_grads(single, cfg, gpus, run)[1] if s == "fsdp" and not offload else None
     phases = _sharded_phases(single, per_gpu, sum(comm.values()), synced, run.no_sync and not offload)
     allocated = max(phases.values())
