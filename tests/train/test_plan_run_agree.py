@@ -151,6 +151,8 @@ def test_a_config_that_changes_a_plan_setting_is_warned_and_refused_when_it_no_l
     peak = check_plan_overrides(cfg, plan, force=True)
     assert peak > raw["prediction"]["peak_vram_bytes"]
     warned = capsys.readouterr().err
-    assert "micro_batch_size 1 -> 8" in warned and "estimated peak" in warned
+    assert f"micro_batch_size 1 -> 8 (config file {cfg_file})" in warned and "estimated peak" in warned
+    assert "the config replaces" not in warned  # said of a flag too, where no config file was given
     same = build(None, plan, {"output_dir": str(tmp_path / "o"), "num_epochs": 3})  # epochs: no new peak
     assert check_plan_overrides(same, plan) is None
+    assert f"num_epochs {settings.epochs} -> 3 (command line)" in capsys.readouterr().err

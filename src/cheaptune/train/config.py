@@ -155,6 +155,7 @@ class TrainConfig(BaseModel):
 
     # settings of a plan that the config file or a flag replaced: {field: (planned, given)} (config.build)
     _plan_overrides: dict[str, tuple[Any, Any]] = PrivateAttr(default_factory=dict)
+    _plan_override_origins: dict[str, str] = PrivateAttr(default_factory=dict)  # field: where the new value came from
     # lines on how the plan was adapted to this machine (a GPU count other than the plan's: config.build)
     _plan_notes: list[str] = PrivateAttr(default_factory=list)
     _planned_speedups: tuple[str, ...] = PrivateAttr(default=())  # speed options the plan alone turned on
@@ -272,6 +273,7 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
     raw.update(cli)
     cfg = validate(raw, f"config file {path}" if path else "config", _flag_origins(overrides))
     cfg._plan_overrides = changed
+    cfg._plan_override_origins = {k: "command line" if k in cli else f"config file {path}" for k in changed}
     cfg._plan_notes = notes
     if plan_path is not None:
         cfg._planned_speedups = tuple(k for k in ("liger_kernel", "torch_compile")

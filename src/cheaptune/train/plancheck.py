@@ -29,8 +29,9 @@ def _new_peak(cfg: Any, plan: Any) -> tuple[int | None, str]:
 
 
 def check_plan_overrides(cfg: Any, plan_path: str | Path, force: bool = False, out=None) -> int | None:
-    """Warn about every plan setting the config replaced; returns the re-estimated peak (None if nothing
-    that changes memory was replaced). BadInput when the new peak exceeds the planned GPU's memory."""
+    """Warn about every plan setting the config file or a flag replaced (saying which); returns the
+    re-estimated peak (None if nothing that changes memory was replaced). BadInput when the new peak exceeds
+    the planned GPU's memory."""
     changed = getattr(cfg, "_plan_overrides", {})
     if not changed:
         return None
@@ -38,8 +39,9 @@ def check_plan_overrides(cfg: Any, plan_path: str | Path, force: bool = False, o
     from cheaptune.plan.planfile import load
 
     plan = load(plan_path)
-    listed = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
-    print(f"warning: the config replaces settings of plan {plan_path}: {listed}", file=out)
+    origins = getattr(cfg, "_plan_override_origins", {})
+    listed = ", ".join(f"{k} {a} -> {b}" + (f" ({origins[k]})" if k in origins else "") for k, (a, b) in changed.items())
+    print(f"warning: these settings replace plan {plan_path}'s: {listed}", file=out)
     if not MEMORY_KEYS & set(changed):
         return None
     peak, why = _new_peak(cfg, plan)
