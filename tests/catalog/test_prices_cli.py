@@ -34,6 +34,23 @@ def test_json_output(run_cli):
     assert doc["sources"][0]["name"] == "bundled"
 
 
+def test_spot_rates_are_the_ones_the_plan_prices_with(run_cli):
+    """A spot row without its own rate showed '-' although the plan priced it from interruption.yaml."""
+    from cheaptune.catalog.interruption import priced_rate
+    from cheaptune.catalog.prices import load_offers
+
+    code, out, _ = run_cli("prices", "--spot", "--provider", "aws", "--json")
+    spot = json.loads(out)["offers"]
+    assert code == 0 and spot and any(o["interruption_per_hour"] is None for o in spot)
+    by_key = {(o.provider, o.instance_type, o.region): o for o in load_offers() if o.spot}
+    for o in spot:
+        assert o["interruption"] == priced_rate(by_key[o["provider"], o["instance_type"], o["region"]]).to_dict()
+        assert o["interruption"]["expected"] > 0 and "retrieved" in o["interruption"]["source"]
+    code, out, _ = run_cli("prices", "--spot", "--provider", "aws", "--limit", "1")
+    row = next(line for line in out.splitlines() if "spot" in line)
+    assert code == 0 and not row.rstrip(" │").endswith("-") and "the rate `plan` prices with" in out
+
+
 def test_group_by_gpu(run_cli):
     _, out, _ = run_cli("prices", "--group-by-gpu", "--json")
     gpus = [o["gpu"] for o in json.loads(out)["offers"]]

@@ -107,3 +107,9 @@ def host_rate(offer: Any) -> Rate | None:
     low, high = (-math.log(r) / hours for hours in HOST_WINDOW_HOURS)
     return Rate(low, (low + high) / 2, high, f"listing reliability {r:.3f}, read as surviving a week (low) to a "
                 f"day (high); assumed, the score's window is not published", assumed=True)
+
+
+def priced_rate(offer: Any) -> Rate | None:
+    """The rate a plan prices an offer's interruptions with: a spot offer's (rate_for), else a marketplace
+    host's failures (host_rate); None for an on-demand offer without a reliability score."""
+    return rate_for(offer) if offer.spot else host_rate(offer)

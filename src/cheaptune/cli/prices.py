@@ -18,7 +18,19 @@ prices_app = typer.Typer(help=(
 def _offer_dict(o) -> dict:
     from dataclasses import asdict
 
-    return {**asdict(o), "spot": o.spot, "price_per_gpu_hour": round(o.price_per_gpu_hour, 6)}
+    from cheaptune.catalog.interruption import priced_rate
+
+    rate = priced_rate(o)
+    return {**asdict(o), "spot": o.spot, "price_per_gpu_hour": round(o.price_per_gpu_hour, 6),
+            "interruption": rate.to_dict() if rate else None}
+
+
+def _rate_cell(o) -> str:
+    """The interruptions per hour `plan` prices this offer with (* when assumed); '-' when none applies."""
+    from cheaptune.catalog.interruption import priced_rate
+
+    rate = priced_rate(o)
+    return "-" if rate is None else f"{rate.expected:.2g}" + ("*" if rate.assumed else "")
 
 
 def _sources_line(sources: list[dict]) -> str:
@@ -73,12 +85,13 @@ def prices(
     for col in ("provider", "kind", "gpu", "n", "instance", "region", "$/h", "$/GPU-h", "billing", "interrupt/h"):
         table.add_column(col, justify="right" if col in ("n", "$/h", "$/GPU-h", "interrupt/h") else "left")
     for o in offers:
-        rate = f"{o.interruption_per_hour:.2g}" if o.interruption_per_hour is not None else "-"
         table.add_row(o.provider, o.kind, o.gpu, str(o.gpu_count), o.instance_type, o.region,
                       f"{o.price_per_hour:.4g}", f"{o.price_per_gpu_hour:.4g}",
-                      f"{o.billing_unit_s}s/{o.min_billed_s}s", rate)
+                      f"{o.billing_unit_s}s/{o.min_billed_s}s", _rate_cell(o))
     out = console()
     out.print(table)
+    out.print("interrupt/h: the rate `plan` prices with (the middle of its range; * assumed); --json gives "
+              "each range and its source", soft_wrap=True)
     out.print(_sources_line(sources), soft_wrap=True)
 
 

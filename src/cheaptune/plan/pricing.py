@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cheaptune.catalog.interruption import host_rate, rate_for
+from cheaptune.catalog.interruption import priced_rate
 from cheaptune.estimate import cost as money
 from cheaptune.estimate.scaling import Layout
 from cheaptune.estimate.speedups import describe, for_gpu
@@ -126,7 +126,7 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
                                 run_precision(gf.method, gpu))
     price = float(offer.price_per_hour)
     spot_est = None
-    rate = rate_for(offer) if offer.spot else host_rate(offer)  # a marketplace host can fail, too
+    rate = priced_rate(offer)  # a marketplace host can fail, too
     if rate is not None:
         ckpt_s = arts.checkpoint_bytes / consts["disk_write_bytes_per_s"]
         restart_s = start_s - start["tokenize"] + arts.checkpoint_bytes / consts["disk_read_bytes_per_s"]
