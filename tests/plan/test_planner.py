@@ -79,6 +79,14 @@ def test_budget_and_deadline_exclude():
     assert any("deadline" in e.reason for e in r.excluded)
 
 
+def test_a_budget_under_a_dollar_reads_to_the_tenth_of_a_cent():
+    """A $0.005 budget printed as "$0.01" in the exclusion line: money under $1 has four decimals."""
+    with pytest.raises(Infeasible) as err:
+        plan(Constraints(budget_usd=0.005))
+    over = [e.reason for e in err.value.result.excluded if e.kind == "budget"]
+    assert over and all("over the $0.0050 budget" in r for r in over)
+
+
 def test_infeasible_raises_with_advice():
     with pytest.raises(Infeasible) as err:
         plan(Constraints(methods=("full",), budget_usd=0.5))

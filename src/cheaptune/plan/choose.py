@@ -8,6 +8,7 @@ from typing import Any
 from cheaptune.plan.candidates import Exclusion
 from cheaptune.plan.pricing import Option
 from cheaptune.plan.workload import Constraints
+from cheaptune.runs.meter import usd
 
 
 def allowed_offers(offers: Iterable[Any], gpu_names: set[str], c: Constraints) -> tuple[list[Any], list[Exclusion]]:
@@ -54,7 +55,7 @@ def apply_limits(options: list[Option], c: Constraints) -> tuple[list[Option], l
     for o in options:
         reason = None
         if c.budget_usd is not None and o.total > c.budget_usd:
-            reason = ("budget", f"{o.label()}: ${o.total:.2f} is over the ${c.budget_usd:.2f} budget")
+            reason = ("budget", f"{o.label()}: {usd(o.total)} is over the {usd(c.budget_usd)} budget")
         elif c.deadline_hours is not None and o.hours > c.deadline_hours:
             reason = ("deadline", f"{o.label()}: {o.hours:.2f} h is past the {c.deadline_hours:g} h deadline")
         if reason is None:

@@ -8,6 +8,7 @@ from cheaptune.plan.candidates import Exclusion, gib
 from cheaptune.plan.doctor import Finding
 from cheaptune.plan.pricing import Option
 from cheaptune.plan.workload import Constraints, Workload
+from cheaptune.runs.meter import usd
 
 
 def why(best: Option, ranked: list[Option], objective: str) -> str:
@@ -93,8 +94,7 @@ def feasibility_advice(excluded: list[Exclusion], c: Constraints, w: Workload, b
     if "budget" in kinds:
         cheapest = min((e.option.get("total", float("inf")) for e in excluded if e.kind == "budget"), default=None)
         if cheapest is not None:
-            cost = f"${cheapest:.4f}" if cheapest < 1 else f"${cheapest:,.2f}"
-            tips.append(f"raise the budget (--budget {_up(cheapest * 1.1, 2)}): the cheapest option costs {cost}")
+            tips.append(f"raise the budget (--budget {_up(cheapest * 1.1, 2)}): the cheapest option costs {usd(cheapest)}")
     if plain_budget and "qlora" not in c.methods:
         tips.append("or use QLoRA (--method qlora): a 4-bit base fits smaller, cheaper GPUs")
     if "deadline" in kinds:
@@ -153,7 +153,7 @@ def budget_only(excluded: list[Exclusion], c: Constraints) -> str:
     cheapest = min(over, key=lambda e: e.option.get("total", float("inf")))
     o = cheapest.option
     where = f"{o['method']} on {o['gpu']} x{o.get('gpu_count', 1)} at {o['provider']}" + (" (spot)" if o.get("spot") else "")
-    return (f"the budget alone rules out every option: the cheapest, {where}, costs ${o['total']:.2f} "
+    return (f"the budget alone rules out every option: the cheapest, {where}, costs {usd(o['total'])} "
             f"against --budget {c.budget_usd:g}")
 
 
