@@ -318,3 +318,29 @@ def test_the_budget_and_deadline_the_advice_names_clear_the_option_it_quotes():
     late = Exclusion({"method": "lora", "gpu": "T4", "hours": 0.117, "total": 0.01}, "past the deadline", "deadline")
     tip = next(a for a in feasibility_advice([late], Constraints(deadline_hours=0.05), w, None) if "--deadline" in a)
     assert float(tip.split("--deadline ")[1].split(")")[0]) > 0.117 and "takes 0.12 h" in tip
+
+
+def test_a_missed_deadline_names_the_fastest_misses_and_no_more_gpus_when_start_up_alone_is_too_long():
+    w = Workload(tokens=10_000, epochs=1, seq_len=2048, effective_batch=16)  # start-up bound
+    ranked = plan(Constraints(optimize="time"), w=w).options
+    start = min(sum(o.details["startup_s"].values()) for o in ranked) / 3600
+    with pytest.raises(Infeasible) as err:
+        plan(Constraints(deadline_hours=start / 2), w=w)
+    late = [e for e in err.value.result.excluded if e.kind == "deadline"]
+    assert len(late) > 3 and all(e.reason in str(err.value) for e in sorted(late, key=lambda e: e.option["hours"])[:3])
+    advice = " ".join(err.value.result.advice)
+    assert "more GPUs would not help: start-up alone" in advice and "finish sooner" not in advice
+
+
+def test_the_error_names_the_exclusions_closest_to_the_limit_not_the_last_ones():
+    from cheaptune.plan.candidates import Exclusion
+    from cheaptune.plan.explain import closest
+
+    def ex(kind, **o):
+        return Exclusion(o, f"{kind} {o}", kind)
+
+    near = ex("deadline", hours=1.1)
+    listed = [near, ex("deadline", hours=9.0), ex("budget", total=1.05), ex("memory"), ex("deadline", hours=5.0)]
+    got = closest(listed, Constraints(budget_usd=1.0, deadline_hours=1.0), n=2)
+    assert got == [listed[2], near]  # 5% and 10% over; the 9 h miss and the memory one are not named
+    assert closest(listed[3:4], Constraints()) == listed[3:4]  # no limit missed: as before

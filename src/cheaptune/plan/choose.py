@@ -67,7 +67,8 @@ def apply_limits(options: list[Option], c: Constraints) -> tuple[list[Option], l
     excluded = [
         Exclusion({"method": o.method, "gpu": o.gpu, "gpu_count": o.gpu_count, "num_nodes": o.num_nodes,
                    "sharding": o.sharding, "provider": o.provider, "spot": o.spot, "total": o.total,
-                   "hours": o.hours}, why, kind)
+                   "hours": o.hours, "startup_hours": round(sum(o.details.get("startup_s", {}).values()) / 3600, 4)},
+                  why, kind)
         for (*_, kind), (o, why) in sorted(worst.items())
     ]
     return ok, excluded

@@ -101,7 +101,10 @@ def feasibility_advice(excluded: list[Exclusion], c: Constraints, w: Workload, b
         fastest = min((e.option.get("hours", float("inf")) for e in excluded if e.kind == "deadline"), default=None)
         if fastest is not None:
             tips.append(f"allow more time (--deadline {_up(fastest * 1.1, 2)}): the fastest option takes {fastest:.2f} h")
-        if "memory" not in kinds:
+        start = min((e.option.get("startup_hours", 0.0) for e in excluded if e.kind == "deadline"), default=0.0)
+        if c.deadline_hours is not None and start >= c.deadline_hours:  # more GPUs shorten training, not start-up
+            tips.append(f"more GPUs would not help: start-up alone takes {start:.2f} h")
+        elif "memory" not in kinds:
             tips.append(_more_gpus_tip(excluded, c, "they finish sooner"))
     if "offers" in kinds or not kinds:
         tips.append("allow more offers: drop --providers/--exclude-providers, use --spot auto and --community")
@@ -143,6 +146,20 @@ def high_end(ranked: list[Option], objective: str) -> str:
 # Past these a plan is almost surely not what the user meant (a typo in --tokens, the wrong model).
 SANE_HOURS = 24 * 30  # a month of wall time
 SANE_USD = 50_000.0
+
+
+def closest(excluded: list[Exclusion], c: Constraints, n: int = 3) -> list[Exclusion]:
+    """The n exclusions nearest to feasible: least over the budget or deadline (as a share of it) first;
+    without any, the last n (as before)."""
+    def over(e: Exclusion) -> float:
+        if e.kind == "budget" and c.budget_usd:
+            return e.option.get("total", math.inf) / c.budget_usd
+        if e.kind == "deadline" and c.deadline_hours:
+            return e.option.get("hours", math.inf) / c.deadline_hours
+        return math.inf
+
+    near = sorted((e for e in excluded if over(e) < math.inf), key=over)
+    return (near + [e for e in excluded[-n:] if e not in near])[:n]
 
 
 def budget_only(excluded: list[Exclusion], c: Constraints) -> str:

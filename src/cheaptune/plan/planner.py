@@ -105,7 +105,7 @@ def make_plan(
     if not ranked:
         biggest = max(gpus, key=lambda g: g.memory_bytes).name if gpus else None
         result.advice = explain.feasibility_advice(excluded, c, w, biggest)
-        reasons = explain.budget_only(excluded, c) or "; ".join(e.reason for e in excluded[-3:]) or "no offers match the filters"
+        reasons = explain.budget_only(excluded, c) or "; ".join(e.reason for e in explain.closest(excluded, c)) or "no offers match the filters"
         err = Infeasible(f"no feasible option ({reasons}). To make it feasible: " + "; ".join(result.advice))
         err.result = result  # the CLI prints exclusions and advice from it
         raise err
