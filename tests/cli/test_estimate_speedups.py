@@ -19,7 +19,7 @@ def test_estimate_names_the_plans_speed_options_and_their_tokens_per_s(run_cli, 
     time = json.loads(out)["time"]
     fast = time["speedups"]
     assert fast["options"] == ["liger_kernel", "torch_compile"]  # both need compute capability 8.0
-    assert fast["factor"] == pytest.approx(1.10 * 1.27, rel=1e-3)
+    assert fast["factor"] == pytest.approx(1.27, rel=1e-3)  # they fuse the same ops: compile's factor, not the product
     assert fast["tokens_per_s"] == pytest.approx(time["tokens_per_s"] * fast["factor"], rel=1e-3)
     code, out, err = _estimate(run_cli, tiny_model_dir, "A100-80GB")
     assert code == 0, err

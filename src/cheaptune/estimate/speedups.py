@@ -34,9 +34,13 @@ def speedup(liger_kernel: bool = False, torch_compile: bool = False, optimizer: 
     on = {"liger_kernel": liger_kernel, "torch_compile": torch_compile, "adamw-8bit": optimizer == "adamw-8bit",
           "paged-adamw-8bit": optimizer == "paged-adamw-8bit"}
     names = tuple(name for name in table() if on.get(name))
-    factor = 1.0
+    best: dict[str, float] = {}  # options of one `overlaps` group speed up the same ops: the best one counts
     for name in names:
-        factor *= float(table()[name]["factor"])
+        group = table()[name].get("overlaps", name)
+        best[group] = max(best.get(group, 0.0), float(table()[name]["factor"]))
+    factor = 1.0
+    for value in best.values():
+        factor *= value
     return Speedup(factor=factor, options=names, sources=tuple(table()[n]["source"] for n in names),
                    not_simulated=tuple(f"{n}: {table()[n]['memory']}" for n in names
                                        if table()[n]["memory"].startswith("not simulated")))
@@ -75,4 +79,7 @@ def describe(s: Speedup) -> str:
     if not s.options:
         return ""
     parts = [f"{n} x{float(table()[n]['factor']):.2f} ({_url(table()[n]['source'])})" for n in s.options]
-    return f"speed-ups on: {', '.join(parts)}; together x{s.factor:.2f} tokens/s (plan --no-speedups turns them off)"
+    shared = len({table()[n].get("overlaps", n) for n in s.options}) < len(s.options)
+    return (f"speed-ups on: {', '.join(parts)}; together x{s.factor:.2f} tokens/s"
+            + (" (they fuse the same ops, so their gains are not multiplied)" if shared else "")
+            + " (plan --no-speedups turns them off)")
