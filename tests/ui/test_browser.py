@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -78,7 +79,8 @@ def _spent(driver) -> float | None:
 
 @pytest.mark.timeout(120)
 def test_live_run_appears_cost_rises_and_run_page_draws(server, browser, registry, tmp_path):
-    wait = WebDriverWait(browser, WAIT_S, poll_frequency=0.2)
+    # live updates replace the rows and cards: an element read as it is swapped is stale, so poll again
+    wait = WebDriverWait(browser, WAIT_S, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,))
     browser.get(f"{server}/runs")
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#runs-body tr"))
     assert _spent(browser) is None  # not started yet
@@ -90,8 +92,7 @@ def test_live_run_appears_cost_rises_and_run_page_draws(server, browser, registr
         wait.until(lambda d: (_spent(d) or 0) > first)  # and its cost rises
         browser.find_element(By.LINK_TEXT, "live-run").click()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#loss-chart .main-svg"))  # Plotly drew it
-        card = browser.find_element(By.CSS_SELECTOR, '[data-money="spent"]')
-        before = float(card.text.lstrip("$"))
+        before = wait.until(lambda d: float(d.find_element(By.CSS_SELECTOR, '[data-money="spent"]').text.lstrip("$")))
         wait.until(lambda d: float(d.find_element(By.CSS_SELECTOR, '[data-money="spent"]').text.lstrip("$")) > before)
         assert browser.find_element(By.ID, "status").text == "running"
         points = browser.execute_script(
