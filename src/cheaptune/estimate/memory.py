@@ -199,7 +199,7 @@ def estimate_memory(req: EstimateRequest) -> MemoryEstimate:
         single = estimate_memory(dataclasses.replace(req, gpus=1, sharding=None, offload=False,
                                                      fsdp_mixed_units=False, fsdp_no_sync=False))
         return shard_estimate(single, req.gpus, req.sharding, req.offload, model_config=cfg,
-                              fsdp_run=FsdpRun(req.fsdp_mixed_units, req.fsdp_no_sync))
+                              fsdp_run=FsdpRun.of(req))
     inputs = _inputs(req, label)
     k = cache.key({**inputs, "estimator": ESTIMATOR_VERSION}, cfg)  # a new simulation drops old entries
     hit = cache.load(k)

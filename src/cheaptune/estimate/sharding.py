@@ -101,6 +101,11 @@ class FsdpRun:
     mixed_units: bool = False
     no_sync: bool = False
 
+    @classmethod
+    def of(cls, req) -> FsdpRun:
+        """The run a request describes (EstimateRequest.fsdp_mixed_units / fsdp_no_sync)."""
+        return cls(getattr(req, "fsdp_mixed_units", False), getattr(req, "fsdp_no_sync", False))
+
 
 def _fsdp_grads(single, cfg: dict, gpus: int, run: FsdpRun) -> tuple[int, int, int]:
     """FSDP gradient bytes per GPU: (held through the micro-steps, after the sync, one unit's unsharded)."""
@@ -258,7 +263,6 @@ def fit_micro_batch_sharded(req, gpu_memory_bytes: int, gpus: int, sharding: str
     def estimate_at(b: int, gc: bool):
         single = estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc, gpus=1, sharding=None,
                                                      fsdp_mixed_units=False, fsdp_no_sync=False))
-        run = FsdpRun(getattr(req, "fsdp_mixed_units", False), getattr(req, "fsdp_no_sync", False))
-        return shard_estimate(single, gpus, sharding, offload, model_config, run)
+        return shard_estimate(single, gpus, sharding, offload, model_config, FsdpRun.of(req))
 
     return fit_with(estimate_at, gpu_memory_bytes * (1 - headroom), max_micro_batch)

@@ -276,7 +276,8 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
     cfg._plan_override_origins = {k: "command line" if k in cli else f"config file {path}" for k in changed}
     cfg._plan_notes = notes
     if plan_path is not None:
-        cfg._planned_speedups = tuple(k for k in ("liger_kernel", "torch_compile")
-                                      if planned.get(k) and k not in raw_user and k not in cli)
+        from cheaptune.estimate.speedups import PLANNED
+
+        cfg._planned_speedups = tuple(k for k in PLANNED if planned.get(k) and k not in raw_user and k not in cli)
     cfg._foreign = foreign
     return cfg

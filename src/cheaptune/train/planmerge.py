@@ -57,9 +57,7 @@ def keep_batch(micro: int, accum: int, planned_gpus: int, gpus: int) -> tuple[in
     want = micro * accum * planned_gpus
     new = max(1, round(accum * planned_gpus / gpus))
     got = micro * new * gpus
-    line = (f"plan sized for {planned_gpus} GPU(s), running on {gpus}: gradient accumulation {accum} -> {new} "
-            f"keeps the effective batch at {micro} x {new} x {gpus} = {got}")
-    if got != want:
-        line = (f"plan sized for {planned_gpus} GPU(s), running on {gpus}: gradient accumulation {accum} -> {new}, "
-                f"the nearest to the plan's effective batch {want} (now {micro} x {new} x {gpus} = {got})")
-    return new, line
+    said = f"plan sized for {planned_gpus} GPU(s), running on {gpus}: gradient accumulation {accum} -> {new}"
+    if got == want:
+        return new, f"{said} keeps the effective batch at {micro} x {new} x {gpus} = {got}"
+    return new, f"{said}, the nearest to the plan's effective batch {want} (now {micro} x {new} x {gpus} = {got})"
