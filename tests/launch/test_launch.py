@@ -165,3 +165,33 @@ def test_no_api_server_left_behind_and_status_without_jobs(plan_file, tmp_path):
     finally:
         for p in _servers(port):  # only a server on this test's own port
             p.kill()
+
+
+def _edited(plan_file, tmp_path, edit) -> str:
+    raw = yaml.safe_load(plan_file.read_text())
+    edit(raw)
+    out = tmp_path / "edited.yaml"
+    out.write_text(yaml.safe_dump(raw))
+    return str(out)
+
+
+_EDITS = {
+    "nan-price": (lambda r: r["offer"].update(price_per_hour=float("nan")), "offer.price_per_hour"),
+    "zero-price": (lambda r: r["offer"].update(price_per_hour=0.0), "no price"),  # the meter would run at $0/h
+    "negative-budget": (lambda r: r.update(budget_usd=-5.0), "budget_usd"),
+    "inf-gpus": (lambda r: r["offer"].update(gpu_count=float("inf")), "offer.gpu_count"),
+}
+# A zero price is a machine already paid for (the CPU a plan runs on): only launch, which rents one, refuses it.
+_CASES = [(cmd, edit) for edit in _EDITS for cmd in ("launch", "train") if (cmd, edit) != ("train", "zero-price")]
+
+
+@pytest.mark.parametrize("command,edit", _CASES)
+def test_hand_edited_plan_cannot_switch_the_budget_cap_off(command, edit, tmp_path, plan_file, run_cli):
+    change, needle = _EDITS[edit]
+    plan = _edited(plan_file, tmp_path, change)
+    out = str(tmp_path / "o")
+    args = ["launch", plan, "--dry-run", "--out", out] if command == "launch" else ["train", "--plan", plan,
+                                                                                      "--output-dir", out]
+    code, _out, err = run_cli(*args)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o").exists()

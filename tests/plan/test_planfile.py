@@ -57,3 +57,40 @@ def test_impossible_settings_are_refused(tmp_path, bad):
     with pytest.raises(BadInput) as err:
         planfile.load(path)
     assert "\n" not in str(err.value) and "train" in str(err.value)
+
+
+@pytest.mark.parametrize(("section", "key", "value", "needle"), [
+    ("offer", "price_per_hour", float("nan"), "finite"),
+    ("offer", "price_per_hour", float("inf"), "finite"),
+    ("offer", "price_per_hour", -0.5, "greater than or equal to 0"),
+    ("offer", "price_per_hour", "cheap", "valid number"),
+    ("offer", "gpu_count", 0, "greater than or equal to 1"),
+    ("offer", "gpu_count", True, "valid integer"),  # YAML `true` is not a GPU count
+    ("offer", "kind", "banana", "on-demand"),
+    ("offer", "provider", "", "at least 1 character"),
+    (None, "budget_usd", -5.0, "greater than 0"),
+    (None, "budget_usd", 0.0, "greater than 0"),
+    (None, "deadline_hours", float("nan"), "finite"),
+    ("prediction", "tokens_per_s", 0.0, "greater than 0"),
+    ("prediction", "hours", -1.0, "greater than or equal to 0"),
+    ("train", "checkpoint_minutes", float("inf"), "finite"),  # the nested settings are held to it too
+    ("train", "micro_batch", True, "valid integer"),
+])
+def test_every_number_is_range_checked_as_flags_are(tmp_path, section, key, value, needle):
+    path = tmp_path / "plan.yaml"
+    raw = _plan().model_dump(mode="json")
+    (raw[section] if section else raw)[key] = value
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(BadInput) as err:
+        planfile.load(path)
+    msg = str(err.value)
+    assert "\n" not in msg and key in msg and needle in msg and "--save" in msg, msg
+
+
+def test_cost_breakdown_refuses_negative_totals(tmp_path):
+    path = tmp_path / "plan.yaml"
+    raw = _plan().model_dump(mode="json")
+    raw["prediction"]["cost"]["total"] = -1.0
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(BadInput, match=r"prediction\.cost\.total"):
+        planfile.load(path)

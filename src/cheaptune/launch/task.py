@@ -12,7 +12,7 @@ import json
 import shlex
 from dataclasses import dataclass, field
 
-from cheaptune.errors import Infeasible, Preempted
+from cheaptune.errors import BadInput, Infeasible, Preempted
 from cheaptune.launch.names import require_cloud, sky_cloud, sky_gpu
 from cheaptune.launch.options import LaunchOptions
 from cheaptune.launch.stage import Staged, disk_size_gb
@@ -40,6 +40,9 @@ def _total(offer: Offer, plan: PlanFile) -> float:
 def select_offers(plan: PlanFile, margin: float) -> Selection:
     """The plan's offer plus alternatives within `margin` of its total cost (and within budget)."""
     require_cloud(plan.offer.provider)
+    if plan.offer.price_per_hour <= 0:
+        raise BadInput(f"the plan's offer {plan.offer.provider} {plan.offer.gpu} has no price (${plan.offer.price_per_hour:g}/h), "
+                       "so the budget meter could not stop it; re-plan, or set offer.price_per_hour in the plan file")
     best = _total(plan.offer, plan)
     if plan.budget_usd is not None and best > plan.budget_usd:
         raise Infeasible(
@@ -57,6 +60,8 @@ def select_offers(plan: PlanFile, margin: float) -> Selection:
             continue
         if sky_cloud(alt.provider) is None:
             skipped.append(f"{alt.provider} {alt.gpu}: not a SkyPilot cloud")
+        elif alt.price_per_hour <= 0:
+            skipped.append(f"{alt.provider} {alt.gpu}: no price, so the budget meter could not stop it")
         elif cost > best * (1 + margin):
             skipped.append(f"{alt.provider} {alt.gpu}: ${cost:.2f} is over {margin:.0%} above ${best:.2f}")
         elif plan.budget_usd is not None and cost > plan.budget_usd:

@@ -6,10 +6,13 @@ No secrets ever go in it (webhook URLs with tokens, API keys): those stay in the
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate.settings import TrainSettings
@@ -18,44 +21,62 @@ from cheaptune.util.yamlfile import read_mapping
 
 PLAN_VERSION = 2  # 2: `train` holds every setting resolved (estimate.settings.TrainSettings)
 OLD_VERSIONS = {1: "version 1 plan files stored a precision other than the one the plan was sized at"}
+# The ranges the CLI flags allow (cli.vocab MAX_BUDGET_USD / MAX_GPUS, train --price-per-hour): a hand-edited
+# plan is held to the same, so no number read from it can switch a guard rail off (NaN, inf, negative).
+MAX_USD = 1e9
+MAX_PRICE_PER_HOUR = 1e5
+MAX_GPUS = 4096
+MAX_HOURS = 1e6
+MAX_BYTES = 2**60
+KINDS = ("on-demand", "spot", "community", "secure")  # catalog.prices.KINDS
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """No unknown keys, no NaN or infinity, no coercion of a wrong type (`gpu_count: true` is not 1)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class CostBreakdown(_Strict):
-    compute: float = Field(description="GPU-hours billed in the offer's unit and minimum x price, USD")
-    storage: float = Field(0.0, description="dataset + checkpoints kept during the run, USD")
-    egress: float = Field(0.0, description="adapter or merged weights leaving the provider, USD")
-    spot_overhead: float = Field(0.0, description="expected cost of work lost to preemptions, USD")
-    total: float = Field(description="expected total, USD")
-    pessimistic_total: float | None = Field(None, description="pessimistic bound (spot), USD")
+    compute: float = Field(ge=0, le=MAX_USD, description="GPU-hours billed in the offer's unit and minimum x price, USD")
+    storage: float = Field(0.0, ge=0, le=MAX_USD, description="dataset + checkpoints kept during the run, USD")
+    egress: float = Field(0.0, ge=0, le=MAX_USD, description="adapter or merged weights leaving the provider, USD")
+    spot_overhead: float = Field(0.0, ge=0, le=MAX_USD, description="expected cost of work lost to preemptions, USD")
+    total: float = Field(ge=0, le=MAX_USD, description="expected total, USD")
+    pessimistic_total: float | None = Field(None, ge=0, le=MAX_USD, description="pessimistic bound (spot), USD")
 
 
 class Offer(_Strict):
     """One place to run: a provider's instance with its price and billing rules."""
 
-    provider: str
-    gpu: str
-    gpu_count: int = 1
-    num_nodes: int = Field(1, ge=1, description="instances in a multi-node job; gpu_count is per instance")
-    region: str = "any"
+    provider: str = Field(min_length=1)
+    gpu: str = Field(min_length=1)
+    gpu_count: int = Field(1, ge=1, le=MAX_GPUS)
+    num_nodes: int = Field(1, ge=1, le=MAX_GPUS, description="instances in a multi-node job; gpu_count is per instance")
+    region: str = Field("any", min_length=1)
     spot: bool = False
     kind: str = Field("on-demand", description="on-demand | spot | community | secure")
     instance_type: str | None = None
-    price_per_hour: float = Field(description="USD per instance-hour")
-    billing_unit_s: int = 1
-    min_billed_s: int = 60
-    total_cost: float | None = Field(None, description="this offer's expected total for the job, USD")
+    # 0 is a machine already paid for (the CPU a plan runs on); launch refuses it (launch.task.select_offers).
+    price_per_hour: float = Field(ge=0, le=MAX_PRICE_PER_HOUR, description="USD per instance-hour")
+    billing_unit_s: int = Field(1, ge=1, le=86_400)
+    min_billed_s: int = Field(60, ge=0, le=86_400 * 31)
+    total_cost: float | None = Field(None, ge=0, le=MAX_USD, description="this offer's expected total for the job, USD")
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in KINDS:
+            raise ValueError(f"must be one of {', '.join(KINDS)}")
+        return value
 
 
 class Prediction(_Strict):
-    peak_vram_bytes: int = Field(description="per GPU, device total (what nvidia-smi shows)")
-    gpu_memory_bytes: int
-    tokens: int = Field(description="training tokens per epoch")
-    tokens_per_s: float
-    hours: float
+    peak_vram_bytes: int = Field(ge=0, le=MAX_BYTES, description="per GPU, device total (what nvidia-smi shows)")
+    gpu_memory_bytes: int = Field(gt=0, le=MAX_BYTES)
+    tokens: int = Field(ge=0, le=2**62, description="training tokens per epoch")
+    tokens_per_s: float = Field(gt=0, le=1e12)
+    hours: float = Field(ge=0, le=MAX_HOURS)
     cost: CostBreakdown
 
 
@@ -63,14 +84,14 @@ class PlanFile(_Strict):
     version: int = PLAN_VERSION
     created: str = Field(description="ISO timestamp")
     cheaptune_version: str
-    model: str = Field(description="what from_pretrained loads: a hub id or a local model folder")
+    model: str = Field(min_length=1, description="what from_pretrained loads: a hub id or a local model folder")
     model_label: str | None = Field(None, description="the name the user planned with (a catalog alias)")
     dataset: str | None = None
     train: TrainSettings
     offer: Offer
     prediction: Prediction
-    budget_usd: float | None = None
-    deadline_hours: float | None = None
+    budget_usd: float | None = Field(None, gt=0, le=MAX_USD)
+    deadline_hours: float | None = Field(None, gt=0, le=MAX_HOURS)
     alternatives: list[Offer] = Field(default_factory=list, description="near-best offers for failover (any_of)")
 
 
@@ -88,9 +109,36 @@ def load(path: str | Path) -> PlanFile:
         why = OLD_VERSIONS.get(version, f"this cheaptune reads version {PLAN_VERSION}") if isinstance(version, int) else "not a number"
         raise BadInput(f"plan file {p}: version {version!r} cannot be used ({why}); make it again with "
                        f"`cheaptune plan ... --save {p}`")
+    bad = next(_not_finite(raw), None)
+    if bad is not None:
+        raise BadInput(f"plan file {p}: {bad[0]}: must be a finite number (got {bad[1]!r}); fix the value or make "
+                       f"the plan again with `cheaptune plan ... --save {p}`")
     try:
-        return PlanFile.model_validate(raw)
+        return PlanFile.model_validate(raw, strict=True)  # strict reaches the nested train settings too
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise BadInput(f"plan file {p}: {where}: {first['msg']}") from None
+        raise BadInput(problem(p, err)) from None
+
+
+def _not_finite(value: Any, where: str = "") -> Iterator[tuple[str, float]]:
+    """(path, value) of every NaN or infinity anywhere in the file, the train settings included."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield where, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _not_finite(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _not_finite(v, f"{where}.{i}")
+
+
+def problem(path: Path, err: ValidationError) -> str:
+    """One line for every field that failed: where, what is wrong, the value given, and how to fix it."""
+    found = err.errors()
+    parts = []
+    for e in found[:3]:
+        where = ".".join(str(x) for x in e["loc"])
+        given = f" (got {e['input']!r})" if e["type"] != "missing" and not isinstance(e["input"], dict | list) else ""
+        parts.append(f"{where}: {e['msg']}{given}")
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return (f"plan file {path}: {'; '.join(parts)}{more}; fix the value or make the plan again with "
+            f"`cheaptune plan ... --save {path}`")
