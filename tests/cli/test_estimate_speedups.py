@@ -8,8 +8,8 @@ import json
 import pytest
 
 
-def _estimate(run_cli, model_dir, gpu, *extra):
-    return run_cli("estimate", "--model", str(model_dir), "--method", "lora", "--micro-batch", "2",
+def _estimate(run_cli, model_dir, gpu, *extra, method="full"):
+    return run_cli("estimate", "--model", str(model_dir), "--method", method, "--micro-batch", "2",
                    "--seq-len", "64", "--gpu", gpu, *extra)
 
 
@@ -18,8 +18,8 @@ def test_estimate_names_the_plans_speed_options_and_their_tokens_per_s(run_cli, 
     assert code == 0, err
     time = json.loads(out)["time"]
     fast = time["speedups"]
-    assert fast["options"] == ["liger_kernel", "torch_compile"]  # both need compute capability 8.0
-    assert fast["factor"] == pytest.approx(1.27, rel=1e-3)  # they fuse the same ops: compile's factor, not the product
+    assert fast["options"] == ["torch_compile"]  # measured for full fine-tunes on Ampere; Liger never was
+    assert fast["factor"] == pytest.approx(1.27, rel=1e-3)
     assert fast["tokens_per_s"] == pytest.approx(time["tokens_per_s"] * fast["factor"], rel=1e-3)
     code, out, err = _estimate(run_cli, tiny_model_dir, "A100-80GB")
     assert code == 0, err
@@ -35,3 +35,13 @@ def test_estimate_on_a_board_without_them_says_none(run_cli, tiny_model_dir):
     assert time["speedups"]["options"] == [] and time["speedups"]["tokens_per_s"] == time["tokens_per_s"]
     code, out, _ = _estimate(run_cli, tiny_model_dir, "T4")
     assert "a plan turns on no speed options for T4" in " ".join(out.split())
+
+
+def test_estimate_of_a_lora_says_the_options_are_possible_and_unmeasured(run_cli, tiny_model_dir):
+    code, out, err = _estimate(run_cli, tiny_model_dir, "H100", "--json", method="lora")
+    assert code == 0, err
+    fast = json.loads(out)["time"]["speedups"]
+    assert fast["options"] == [] and fast["factor"] == 1.0
+    assert fast["unmeasured_line"].startswith("possible, unmeasured for adapter fine-tunes on nvidia hopper")
+    code, out, _ = _estimate(run_cli, tiny_model_dir, "H100", method="lora")
+    assert "possible, unmeasured for adapter fine-tunes" in " ".join(out.split())

@@ -1,4 +1,5 @@
-"""The planner turns the speed options on where they pay (estimate.speedups.for_gpu), says so, and saves them."""
+"""The planner turns a speed option on only where it was measured for that method class on that vendor and arch
+(estimate.speedups.for_gpu), says so, and saves it; elsewhere it says "possible, unmeasured"."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from cheaptune.catalog.gpus import resolve_gpu
-from cheaptune.estimate.speedups import for_gpu, table
+from cheaptune.catalog.gpus import list_gpus, resolve_gpu
+from cheaptune.estimate.speedups import PLANNED, describe_unmeasured, for_gpu, method_class, table
 from cheaptune.plan.planner import make_plan
 from cheaptune.plan.save import to_planfile
 from cheaptune.plan.workload import Constraints, Workload
@@ -17,38 +18,69 @@ from tests.plan.fakes import GPUS, OFFERS, SHAPE_7B, fake_fit
 W = Workload(tokens=20_000_000, epochs=1, seq_len=2048, effective_batch=16)
 CAPABILITY = {"RTX4090": "8.9", "A100-80GB": "8.0", "H100": "9.0", "T4": "7.5"}
 BOARDS = [SimpleNamespace(**{**vars(g), "compute_capability": CAPABILITY[g.name], "vendor": "nvidia"}) for g in GPUS]
+COMPILE = float(table()["torch_compile"]["factor"])
 
 
-def plan(speedups: bool = True):
-    return make_plan("test-7b", SHAPE_7B, 4096, W, Constraints(speedups=speedups), BOARDS, OFFERS, fake_fit())
+def plan(speedups: bool = True, method: str | None = None):
+    c = Constraints(speedups=speedups, **({"methods": (method,)} if method else {}))
+    return make_plan("test-7b", SHAPE_7B, 4096, W, c, BOARDS, OFFERS, fake_fit())
 
 
-@pytest.mark.parametrize(("name", "on"), [("H100", True), ("A100-80GB", True), ("RTX 4090", True), ("T4", False),
-                                          ("V100", False)])
-def test_options_only_on_nvidia_boards_with_triton_capability(name, on):
-    got = for_gpu(resolve_gpu(name))
-    assert got.options == (("liger_kernel", "torch_compile") if on else ())
-    # Liger and compile fuse the same ops: the better factor counts, not the product
-    expected = max(float(table()["liger_kernel"]["factor"]), float(table()["torch_compile"]["factor"]))
-    assert got.factor == pytest.approx(expected if on else 1.0)
-    assert for_gpu(resolve_gpu(name), enabled=False).options == ()
+@pytest.mark.parametrize(("name", "method", "on"), [
+    ("A100-80GB", "full", ("torch_compile",)),  # torchtune's full fine-tune on an A100: measured there
+    ("RTX 3090", "full", ("torch_compile",)),  # the same vendor and arch (Ampere)
+    ("A100-80GB", "lora", ()), ("A100-80GB", "qlora", ()),  # never measured for adapters
+    ("H100", "full", ()), ("H100", "lora", ()), ("RTX 4090", "full", ()),  # never measured on Hopper or Ada
+    ("T4", "full", ()), ("MI300X", "full", ())])  # no Triton capability / not NVIDIA: cannot run
+def test_options_only_where_measured_for_the_method_class_vendor_and_arch(name, method, on):
+    got = for_gpu(resolve_gpu(name), method)
+    assert got.options == on and got.priced == on
+    assert got.factor == pytest.approx(COMPILE if on else 1.0)
+    assert for_gpu(resolve_gpu(name), method, enabled=False).options == ()
 
 
-def test_plan_applies_the_factor_says_so_and_saves_the_options():
-    fast, plain = plan(), plan(speedups=False)
+def test_an_unmeasured_option_is_possible_with_its_published_figure():
+    got = for_gpu(resolve_gpu("H100"), "lora")
+    assert got.unmeasured == PLANNED and got.factor == 1.0
+    line = describe_unmeasured(got, "lora", resolve_gpu("H100"))
+    assert line.startswith("possible, unmeasured for adapter fine-tunes on nvidia hopper")
+    assert "torch_compile x1.27 (torchtune, Llama 3.2 3B full fine-tune" in line and "off, not priced" in line
+    # a config that asks for compile still runs it, priced at x1
+    fixed = for_gpu(resolve_gpu("H100"), "lora", ("torch_compile",))
+    assert fixed.options == ("torch_compile",) and fixed.priced == () and fixed.factor == 1.0
+
+
+def test_no_factor_applies_that_was_not_measured_for_the_method_class():
+    """Over the whole catalog: every priced option has a measured entry for (method class, vendor, arch)."""
+    for gpu in list_gpus():
+        for method in ("full", "lora", "qlora"):
+            got = for_gpu(gpu, method)
+            for name in got.priced:
+                keys = {(m["method_class"], m["vendor"], m["arch"]) for m in table()[name]["measured"]}
+                assert (method_class(method), gpu.vendor, gpu.arch) in keys
+
+
+def test_plan_applies_only_measured_factors_says_so_and_saves_the_options():
+    fast, plain = plan(method="full"), plan(speedups=False, method="full")
     for o in fast.options:
         twin = next(p for p in plain.options if (p.method, p.gpu, p.provider, p.spot) == (o.method, o.gpu, o.provider, o.spot))
         assert o.tokens_per_s == pytest.approx(twin.tokens_per_s * o.details["speedups"]["factor"], rel=1e-3)
-        assert (o.details["speedups"]["options"] == []) == (o.gpu == "T4")
-    best = fast.recommended
-    line = next(n for n in fast.notes if n.startswith("speed-ups on:"))
-    assert "liger_kernel x1.10" in line and "https://" in line and best.details["speedups"]["options"]
-    assert "together x1.27" in line and "not multiplied" in line  # overlapping fusions counted once
+        assert o.details["speedups"]["options"] == (["torch_compile"] if o.gpu == "A100-80GB" else [])
+    a100 = next(o for o in fast.options if o.gpu == "A100-80GB")
+    assert a100.details["speedups"]["line"].startswith("speed-ups on: torch_compile x1.27 (https://")
     saved = to_planfile(fast, "org/test-7b").train
-    assert saved.liger_kernel and saved.torch_compile
-    assert saved.speedup.factor == pytest.approx(best.details["speedups"]["factor"])  # time model == saved settings
-    off = saved.model_copy(update={"liger_kernel": False, "torch_compile": False})
-    assert saved.request("org/test-7b") == off.request("org/test-7b")  # the fit's request: the same peak
+    best = fast.recommended
+    assert saved.torch_compile == ("torch_compile" in best.details["speedups"]["options"])
+    assert not saved.liger_kernel
+
+
+def test_a_lora_plan_on_an_h100_prices_no_speed_option_and_says_why():
+    r = plan(method="lora")
+    assert all(o.details["speedups"]["factor"] == 1.0 for o in r.options)
+    assert not any(n.startswith("speed-ups on:") for n in r.notes)
+    assert any(n.startswith("possible, unmeasured for adapter fine-tunes") for n in r.notes)
+    saved = to_planfile(r, "org/test-7b").train
+    assert not saved.liger_kernel and not saved.torch_compile
 
 
 def test_no_speedups_keeps_them_off_everywhere():
@@ -61,22 +93,13 @@ def test_no_speedups_keeps_them_off_everywhere():
 
 def test_cli_plan_no_speedups(run_cli):
     args = ("plan", "meta-llama/Llama-2-7b-hf", "--examples", "3000", "--avg-tokens", "400", "--epochs", "3",
-            "--seq-len", "1024", "--method", "qlora", "--gpu", "RTX4090", "--json")
+            "--seq-len", "1024", "--method", "full", "--gpu", "A100-80GB", "--json")
     docs = {}
     for flag in ((), ("--no-speedups",)):
         code, out, err = run_cli(*args, *flag)
         assert code == 0, err
         docs[flag] = json.loads(out)
-    on, off = docs[()], docs[("--no-speedups",)]
-    best_on, best_off = on["recommended"], off["recommended"]
-    assert best_on["gpu"] == "RTX4090"  # compute capability 8.9: both options (T4, 7.5: none, tested above)
-    assert best_on["details"]["speedups"]["options"] == ["liger_kernel", "torch_compile"]
-    assert any(n.startswith("speed-ups on: liger_kernel x1.10") for n in on["notes"])
+    best_on, best_off = docs[()]["recommended"], docs[("--no-speedups",)]["recommended"]
+    assert best_on["details"]["speedups"]["options"] == ["torch_compile"]
     assert best_off["details"]["speedups"]["options"] == []
-    assert not any(n.startswith("speed-ups on:") for n in off["notes"])
-    fast = {(o["gpu"], o["provider"], o["spot"]): o["tokens_per_s"] for o in on["options"]}
-    slow = {(o["gpu"], o["provider"], o["spot"]): o["tokens_per_s"] for o in off["options"]}
-    shared = [k for k in fast if k in slow]
-    both = for_gpu(resolve_gpu("RTX 4090")).factor
-    assert shared and all(fast[k] == pytest.approx(slow[k] * (both if k[0] == "RTX4090" else 1), rel=1e-3)
-                          for k in shared)
+    assert best_on["tokens_per_s"] == pytest.approx(best_off["tokens_per_s"] * COMPILE, rel=1e-3)

@@ -45,14 +45,16 @@ def _render(est, gpus, headroom: float, factors: dict | None = None) -> None:
         out.print(f"{f.gpu}: {f.note()}, peak x{f.memory or 1:.3f} (--no-calibration to ignore)")
 
 
-def _with_speedups(t, gpu) -> dict:
-    """The speed options a plan turns on for `gpu` (estimate.speedups.for_gpu) and the tokens/s with them:
-    the step time alone is without them, so `estimate` and `plan` would otherwise disagree by their factor."""
-    from cheaptune.estimate.speedups import describe, for_gpu
+def _with_speedups(t, gpu, method: str) -> dict:
+    """The speed options a plan turns on for `method` on `gpu` (estimate.speedups.for_gpu: measured there only)
+    and the tokens/s with them: the step time alone is without them, so `estimate` and `plan` would otherwise
+    disagree by their factor."""
+    from cheaptune.estimate.speedups import describe, describe_unmeasured, for_gpu
 
-    fast = for_gpu(gpu)
+    fast = for_gpu(gpu, method)
     return {"options": list(fast.options), "factor": round(fast.factor, 4),
-            "tokens_per_s": t.tokens_per_s * fast.factor, "line": describe(fast)}
+            "tokens_per_s": t.tokens_per_s * fast.factor, "line": describe(fast),
+            "unmeasured_line": describe_unmeasured(fast, method, gpu)}
 
 
 def _render_time(t, gpu: str, nodes: int, fast: dict) -> None:
@@ -68,6 +70,8 @@ def _render_time(t, gpu: str, nodes: int, fast: dict) -> None:
                         f"({fast['line']})")
     else:
         console().print(f"a plan turns on no speed options for {gpu}: the same {t.tokens_per_s:,.0f} tokens/s")
+    if fast.get("unmeasured_line"):
+        console().print(fast["unmeasured_line"])
 
 
 def _notes(req, foreign) -> None:
@@ -151,7 +155,7 @@ def register(app: typer.Typer) -> None:
             from cheaptune.estimate.throughput import step_time_for
 
             timed = step_time_for(req, est.trainable_params, resolve_gpu(gpu), gpu_count, nodes, grad_accum)
-            fast = _with_speedups(timed, resolve_gpu(gpu))
+            fast = _with_speedups(timed, resolve_gpu(gpu), req.method)
         if as_json:
             import dataclasses
 

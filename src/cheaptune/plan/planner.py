@@ -114,6 +114,8 @@ def make_plan(
         notes.append(best.details["reference"])
     if best.details["speedups"]["line"]:
         notes.append(best.details["speedups"]["line"])
+    if best.details["speedups"].get("unmeasured_line"):
+        notes.append(best.details["speedups"]["unmeasured_line"])
     result.why = explain.why(best, ranked, c.optimize)
     result.why_not = explain.why_not(ranked, excluded, c.optimize, c.max_gpus)
     result.high_end = explain.high_end(ranked, c.optimize)

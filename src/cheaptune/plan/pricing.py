@@ -15,7 +15,7 @@ from typing import Any
 from cheaptune.catalog.interruption import priced_rate
 from cheaptune.estimate import cost as money
 from cheaptune.estimate.scaling import Layout
-from cheaptune.estimate.speedups import describe, for_gpu
+from cheaptune.estimate.speedups import describe, describe_unmeasured, for_gpu
 from cheaptune.estimate.spot import spot_overhead
 from cheaptune.estimate.throughput import Job, ModelShape, reference_passes, step_time
 from cheaptune.plan.candidates import GpuFit, planned_micro, run_precision
@@ -115,7 +115,7 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
               reference=reference_passes(workload.objective, fit.precompute_ref, workload.epochs))
     sharding = (gf.sharding or "ddp") if gf.gpus > 1 else None
     st = step_time(job, gpu, Layout(gf.gpus_per_node, nodes, sharding, gf.offload, INTER_NODE_NETWORK))
-    fast = for_gpu(gpu, speedups)
+    fast = for_gpu(gpu, gf.method, speedups)
     tokens_per_s = st.tokens_per_s * fast.factor
     start = startup_seconds(shape, workload, consts)
     start_s = sum(start.values())
@@ -183,7 +183,9 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         sharding=sharding,
         details={
             "time": st.to_dict(),
-            "speedups": {"options": list(fast.options), "factor": round(fast.factor, 4), "line": describe(fast)},
+            "speedups": {"options": list(fast.options), "factor": round(fast.factor, 4), "line": describe(fast),
+                         "priced": list(fast.priced), "unmeasured": list(fast.unmeasured),
+                         "unmeasured_line": describe_unmeasured(fast, gf.method, gpu)},
             "scale_out": None if gf.gpus == 1 else {
                 "communication_s_per_step": round(st.parts["communication"], 4), "node_wait_s": wait_s,
                 "network": INTER_NODE_NETWORK if nodes > 1 else None},
