@@ -133,9 +133,11 @@ def register(app: typer.Typer) -> None:
                                             help="Ignore the per-GPU memory factors of `cheaptune calibrate`."),
     ) -> None:
         """Predict peak GPU memory of a training step by simulating it on fake tensors (per GPU with --gpu-count N)."""
+        from cheaptune.catalog.gpus import resolve_gpu
         from cheaptune.estimate.memory import estimate_memory
         from cheaptune.plan.foreign_config import request_for
 
+        board = resolve_gpu(gpu) if gpu is not None else None  # an unknown GPU fails before the simulation
         req, foreign = request_for(
             config, trainer,
             dict(model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision,
@@ -150,12 +152,11 @@ def register(app: typer.Typer) -> None:
                                                         "cached after the first run)"):
             est = estimate_memory(req)
         timed = None
-        if gpu is not None:
-            from cheaptune.catalog.gpus import resolve_gpu
+        if board is not None:
             from cheaptune.estimate.throughput import step_time_for
 
-            timed = step_time_for(req, est.trainable_params, resolve_gpu(gpu), gpu_count, nodes, grad_accum)
-            fast = _with_speedups(timed, resolve_gpu(gpu), req.method)
+            timed = step_time_for(req, est.trainable_params, board, gpu_count, nodes, grad_accum)
+            fast = _with_speedups(timed, board, req.method)
         if as_json:
             import dataclasses
 
@@ -163,13 +164,13 @@ def register(app: typer.Typer) -> None:
 
             extra = {"config": dataclasses.asdict(foreign)} if foreign else {}
             if timed is not None:
-                extra["time"] = {**timed.to_dict(), "gpu": resolve_gpu(gpu).name, "nodes": nodes,
+                extra["time"] = {**timed.to_dict(), "gpu": board.name, "nodes": nodes,
                                  "grad_accum": grad_accum, "speedups": fast}
             emit_json({**dataclasses.asdict(est), **extra})
             return
         _notes(req, foreign)
         if timed is not None:
-            _render_time(timed, resolve_gpu(gpu).name, nodes, fast)
+            _render_time(timed, board.name, nodes, fast)
         from cheaptune.catalog.gpus import list_gpus
         from cheaptune.runs.calibration import load
 

@@ -96,10 +96,7 @@ def train(
     from cheaptune.errors import BadInput, CheaptuneError
     from cheaptune.train.config import build
     from cheaptune.train.distributed import EXIT_FILE, children_exit, is_child, launch_argv, record_exit
-    from cheaptune.train.guardrails import guard_settings
     from cheaptune.train.lock import output_lock
-    from cheaptune.train.run import preflight
-    from cheaptune.train.run import train as run_train
 
     gpus, sharding = _gpus_and_sharding(plan, gpus, sharding)
     if gpus < 1:
@@ -135,6 +132,10 @@ def train(
         check_plan_overrides(cfg, plan, force)
     if data_format and not data:
         cfg = cfg.model_copy(update={"datasets": [d.model_copy(update={"type": data_format}) for d in cfg.datasets]})
+    from cheaptune.train.guardrails import guard_settings  # transformers: after the cheap checks above
+    from cheaptune.train.run import preflight
+    from cheaptune.train.run import train as run_train
+
     guard_settings(cfg)  # bad guard-rail settings fail here, before any model loads
     if not child:
         preflight(cfg, force)  # over budget: refused (exit 3) before the model is looked for or N processes start

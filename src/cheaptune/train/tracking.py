@@ -10,6 +10,7 @@ carries them.
 from __future__ import annotations
 
 import importlib.util
+import os
 import resource
 import sys
 import time
@@ -45,7 +46,23 @@ def resolve_report_to(value: str | list[str] | None) -> list[str]:
         if not installed(name):
             raise BadInput(f"report_to: {name} is not installed; pip install 'cheaptune[{_EXTRA[name]}]' "
                            "or drop it from report_to")
+    if "wandb" in names:
+        _check_wandb_login()
     return list(dict.fromkeys(names))
+
+
+def _check_wandb_login() -> None:
+    """W&B without an API key fails at the first step, after the model loaded, with a traceback (when no
+    terminal can prompt for one); ask wandb for its credentials (no network: verify=False) before that."""
+    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") or os.environ.get("WANDB_API_KEY"):
+        return
+    import wandb
+
+    try:
+        wandb.login(verify=False)
+    except wandb.errors.UsageError:
+        raise BadInput("report_to: wandb has no API key; run `wandb login`, set WANDB_API_KEY (or "
+                       "WANDB_MODE=offline), or drop wandb from report_to") from None
 
 
 def peak_bytes() -> int:

@@ -1,0 +1,86 @@
+"""`train` and `estimate` on bad input: one line, exit 2, and the cheap checks before the expensive ones."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def test_missing_config_is_said_before_torch_is_imported(tmp_path):
+    script = ("import sys\nfrom cheaptune.cli.main import main\ntry:\n    main(['train', 'nosuch.yaml'])\n"
+              "except SystemExit as e:\n    print(e.code, 'torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert out.stdout.split() == ["2", "False", "False"], out.stdout + out.stderr
+    assert "config file nosuch.yaml not found" in out.stderr
+
+
+def test_estimate_rejects_an_unknown_gpu_before_simulating(run_cli, monkeypatch):
+    import cheaptune.estimate.memory as memory
+
+    def no_simulation(*a, **k):
+        raise AssertionError("simulated before the GPU was checked")
+
+    monkeypatch.setattr(memory, "estimate_memory", no_simulation)
+    code, _, err = run_cli("estimate", "--model", "HuggingFaceTB/SmolLM2-135M", "--method", "lora",
+                           "--micro-batch", "1", "--seq-len", "128", "--gpu", "H900")
+    assert code == 2
+    assert err.strip().splitlines() == ["error: unknown GPU 'H900' (did you mean H200, H100, GH200?)"]
+
+
+@pytest.fixture
+def online_without_cache(monkeypatch, tmp_path):
+    """As a user's machine: HF_HUB_OFFLINE unset, an empty Hugging Face cache."""
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+
+
+def _unreachable(*a, **k):
+    raise OSError("Name or service not known")
+
+
+def test_demo_config_offline_without_model_is_one_line(run_cli, monkeypatch, online_without_cache, tmp_path):
+    import cheaptune.catalog.models as models
+
+    monkeypatch.setattr(models.socket, "create_connection", _unreachable)
+    monkeypatch.chdir(REPO)
+    code, _, err = run_cli("train", "examples/demo/config.yaml", "-o", str(tmp_path / "out"))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "hub is unreachable" in lines[0]
+    assert "--model" in lines[0] and "make demo" in lines[0]  # the demo's model names its local copy
+
+
+def test_unknown_hub_model_is_one_line(run_cli, monkeypatch, online_without_cache, tiny_model_dir, chat_file, tmp_path):
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    import cheaptune.catalog.models as models
+
+    def not_found(repo_id):
+        raise RepositoryNotFoundError.__new__(RepositoryNotFoundError)  # what the hub answers for a missing repo
+
+    monkeypatch.setattr(models, "_hub_config", not_found)
+    code, _, err = run_cli("train", "--model", "nosuch/model-xyz", "--data", str(chat_file), "-o", str(tmp_path / "o"))
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "error: model nosuch/model-xyz is not on the hub (or is private: set HF_TOKEN); check the id or pass a "
+        "local folder holding config.json and the weights (what save_pretrained writes)"]
+    assert not (tmp_path / "o").exists()
+
+
+def test_wandb_without_api_key_is_one_line(run_cli, monkeypatch, tiny_model_dir, chat_file, tmp_path):
+    for var in ("WANDB_API_KEY", "WANDB_MODE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb"))
+    code, _, err = run_cli("train", "--model", str(tiny_model_dir), "--data", str(chat_file), "-o", str(tmp_path / "o"),
+                           "--device", "cpu", "--report-to", "wandb")
+    assert code == 2
+    assert err.strip().splitlines()[-1].startswith("error: report_to: wandb has no API key; run `wandb login`")
+    assert not (tmp_path / "o" / "training_summary.json").exists()
