@@ -7,13 +7,9 @@ from pathlib import Path
 import typer
 
 from cheaptune.cli.checks import bounded
-from cheaptune.cli.vocab import Spot, budget_option, json_option, spot_option
+from cheaptune.cli.vocab import Spot, budget_option, json_option, names_given, spot_option
 
 DEFAULT_SEQ_LEN = 2048  # tokens per packed sequence when --seq-len is not given (capped at the model's context)
-
-
-def _csv(value: str | None) -> tuple[str, ...]:
-    return tuple(x.strip() for x in value.split(",") if x.strip()) if value else ()
 
 
 def plan_command(
@@ -37,14 +33,14 @@ def plan_command(
                                        "the config's trainer; cheaptune for what `cheaptune train` runs)."),
     budget: float | None = budget_option("Most you will spend, USD."),
     deadline: float | None = typer.Option(None, "--deadline", callback=bounded(0, 1e6, above=True), help="Latest finish, hours from launch."),
-    providers: str | None = typer.Option(None, "--providers", help="Only these providers (comma list)."),
+    providers: str | None = typer.Option(None, "--provider", help="Only these providers (comma list)."),
     exclude_providers: str | None = typer.Option(None, "--exclude-providers", help="Never these providers."),
     gpu: list[str] | None = typer.Option(None, "--gpu", help="Only these GPUs (repeatable or a comma list; any spelling)."),
     spot: Spot = spot_option("compare both"),
     community: bool = typer.Option(True, "--community/--no-community", help="Allow community-cloud hosts."),
     speedups: bool = typer.Option(True, "--speedups/--no-speedups", help="Turn on the speed options (Liger kernels, torch.compile) where they pay: NVIDIA boards of compute capability 8.0+."),
     max_gpus: int = typer.Option(8, "--max-gpus", callback=bounded(1, 4096), help="Most GPUs in all (per node x nodes); several GPUs are tried "
-                                 "only when a method fits no single GPU, misses --deadline, or with --optimize time."),
+                                 "only when a method fits no single GPU, misses --deadline or --budget on one, or with --optimize time."),
     headroom: float = typer.Option(0.10, "--headroom", callback=bounded(0, 0.9), help="Fraction of GPU memory kept free."),
     optimize: str = typer.Option("cost", "--optimize", help="Rank by cost (total $) or time (hours)."),
     objective: str = typer.Option("sft", "--objective", help="sft (default) | dpo | orpo (preference pairs in the data)."),
@@ -104,10 +100,12 @@ def plan_command(
         destination(save)  # a folder or device as --save fails now, not after the plan is made
     constraints = Constraints(
         methods=parse_methods(method or "auto"), budget_usd=budget, deadline_hours=deadline,
-        providers=_csv(providers), exclude_providers=_csv(exclude_providers), spot=spot.lower(), community=community,
+        providers=names_given("--provider", _given(providers), "cheaptune prices"),
+        exclude_providers=names_given("--exclude-providers", _given(exclude_providers), "cheaptune prices"),
+        spot=spot.lower(), community=community,
         max_gpus=1 if foreign else max_gpus, headroom=headroom, optimize=optimize.lower(), top=top, lora_r=lora_r,
         speedups=(foreign.speed_options if speedups else ()) if foreign else speedups,  # a config's own options
-        gpus=tuple(resolve_gpu(g).name for g in _csv(",".join(gpu or ()))),
+        gpus=tuple(resolve_gpu(g).name for g in names_given("--gpu", gpu)),
     ).validate()
     spec = resolve_model(model)
     context = spec.config.get("max_position_embeddings")
@@ -202,12 +200,20 @@ def _whole(value: float | None, flag: str) -> int | None:
     return int(value)
 
 
+def _given(value: str | None) -> list[str] | None:
+    return None if value is None else [value]
+
+
 def _one_model(positional: str | None, option: str | None) -> str:
     from cheaptune.errors import BadInput
 
     if (positional is None) == (option is None):
         raise BadInput("give the model once: `cheaptune plan MODEL ...` or `cheaptune plan --model MODEL ...`")
-    return positional or option  # type: ignore[return-value]
+    model = positional if positional is not None else option
+    if not model or not model.strip():
+        raise BadInput("the model is empty; give a catalog name, hub id, config.json or model folder "
+                       "(`cheaptune models` lists the catalog)")
+    return model  # type: ignore[return-value]
 
 
 def _add_price_age(result, prices: str) -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from cheaptune.cli.vocab import Spot, spot_flag, spot_option
+from cheaptune.cli.checks import bounded
+from cheaptune.cli.vocab import Spot, names_given, spot_flag, spot_option
 
 prices_app = typer.Typer(help=(
     "GPU offers (price per hour) from the bundled snapshot, the live cache, SkyPilot and your CSV.\n\n"
@@ -47,11 +48,14 @@ def prices(
     ctx: typer.Context,
     gpu: list[str] | None = typer.Option(None, "--gpu", help="Only these GPUs, any spelling (H100, A100-80GB, "
                                          "'RTX 4090'); repeatable or a comma list."),
-    provider: str | None = typer.Option(None, "--provider", help="Only this provider (aws, gcp, runpod, vast...)."),
-    min_memory: float | None = typer.Option(None, "--min-memory", help="Minimum GPU memory in GiB."),
+    provider: str | None = typer.Option(None, "--provider", help="Only these providers (aws, gcp, runpod, vast...; "
+                                        "a comma list)."),
+    min_memory: float | None = typer.Option(None, "--min-memory", callback=bounded(0, 1e5),
+                                            help="Minimum GPU memory in GiB."),
     spot: Spot = spot_option("both"),
     community: bool | None = typer.Option(None, "--community/--no-community", help="Only or no community-cloud offers."),
-    max_price: float | None = typer.Option(None, "--max-price", help="Maximum $ per instance-hour."),
+    max_price: float | None = typer.Option(None, "--max-price", callback=bounded(0, 1e5, above=True),
+                                           help="Maximum $ per instance-hour."),
     sort: str = typer.Option("price", "--sort", help="price | gpu | provider | memory."),
     group_by_gpu: bool = typer.Option(False, "--group-by-gpu", help="Only the cheapest offer (per GPU-hour) per GPU."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Show at most this many offers."),
@@ -62,11 +66,15 @@ def prices(
         return
     from cheaptune.catalog.gpus import resolve_gpu
     from cheaptune.catalog.prices import active_sources, cheapest_per_gpu, filter_offers, load_offers
+    from cheaptune.plan.workload import check_provider_names
 
-    wanted = {resolve_gpu(g.strip()).name for g in ",".join(gpu or ()).split(",") if g.strip()}
-    offers = filter_offers(load_offers(), provider=provider, min_memory_gib=min_memory,
-                           community=community, max_price=max_price, sort=sort, spot=spot_flag(spot))
-    offers = [o for o in offers if not wanted or o.gpu in wanted]
+    wanted = {resolve_gpu(g).name for g in names_given("--gpu", gpu)}
+    names = {p.lower() for p in names_given("--provider", None if provider is None else [provider], "cheaptune prices")}
+    every = load_offers()
+    check_provider_names("--provider", names, (o.provider for o in every))
+    offers = filter_offers(every, min_memory_gib=min_memory, community=community, max_price=max_price, sort=sort,
+                           spot=spot_flag(spot))
+    offers = [o for o in offers if (not wanted or o.gpu in wanted) and (not names or o.provider in names)]
     if group_by_gpu:
         offers = cheapest_per_gpu(offers)
     total = len(offers)

@@ -21,7 +21,7 @@ Spot = Literal["auto", "only", "never"]  # annotate a `spot_option()` parameter 
 
 # command -> old flag -> new flag; the old spellings go in the release after 0.x (see the README table).
 RENAMED: dict[str, dict[str, str]] = {
-    "plan": {"--gpus": "--gpu"},
+    "plan": {"--gpus": "--gpu", "--providers": "--provider"},
     "estimate": {"--gpus": "--gpu-count"},
     "train": {"--gpus": "--gpu-count"},
     "launch": {"--dataset": "--data", "--disk-gb": "--disk-gib"},
@@ -45,6 +45,17 @@ def spot_option(help_auto: str) -> Any:
     """`--spot auto|only|never`, the same flag in every command; `help_auto` says what auto means there."""
     return typer.Option("auto", "--spot", case_sensitive=False,
                         help=f"only: spot offers; never: on-demand; auto: {help_auto}.")
+
+
+def names_given(flag: str, values: Sequence[str] | None, listed: str = "cheaptune gpus") -> tuple[str, ...]:
+    """The names a comma-list flag (repeatable or not) gives; a flag given with no name is refused, not
+    ignored (`plan --gpu ''` planned every GPU)."""
+    from cheaptune.errors import BadInput
+
+    names = tuple(x.strip() for x in ",".join(values or ()).split(",") if x.strip())
+    if values is not None and not names:
+        raise BadInput(f"{flag} is empty; name at least one (`{listed}` lists them), or leave the flag out")
+    return names
 
 
 def spot_flag(value: str) -> bool | None:

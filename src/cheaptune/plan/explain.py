@@ -69,8 +69,12 @@ def why_not(ranked: list[Option], excluded: list[Exclusion], objective: str, max
 
 
 def _more_gpus(method: str, ranked: list[Option], best: Option, objective: str, max_gpus: int) -> str:
-    """What several GPUs do for a method that fits no single GPU."""
+    """Where a method that does not fit this GPU does fit: one larger GPU first (DDP keeps the whole model
+    state on each GPU, so several GPUs are not what makes it fit), else the best multi-GPU option."""
+    one = next((o for o in ranked if o.method == method and o.total_gpus == 1), None)
     multi = next((o for o in ranked if o.method == method and o.total_gpus > 1), None)
+    if one is not None:
+        return f"; on one {one.gpu} it fits: {_ratio(one, best, objective)}"
     if multi is not None:
         return f"; on {multi.hardware()} it fits: {_ratio(multi, best, objective)}"
     if max_gpus < 8:
@@ -107,7 +111,7 @@ def feasibility_advice(excluded: list[Exclusion], c: Constraints, w: Workload, b
         elif "memory" not in kinds:
             tips.append(_more_gpus_tip(excluded, c, "they finish sooner"))
     if "offers" in kinds or not kinds:
-        tips.append("allow more offers: drop --providers/--exclude-providers, use --spot auto and --community")
+        tips.append("allow more offers: drop --provider/--exclude-providers, use --spot auto and --community")
     return tips
 
 
@@ -124,7 +128,7 @@ def _more_gpus_tip(excluded: list[Exclusion], c: Constraints, gain: str) -> str:
     if c.max_gpus < 8:
         return f"use more GPUs (--max-gpus 8): {gain}"
     if tried < 8:
-        return f"use more GPUs (allow 8-GPU instances: drop --gpus/--providers filters): {gain}"
+        return f"use more GPUs (allow 8-GPU instances: drop --gpu/--provider filters): {gain}"
     if c.max_gpus < 16:
         return f"use several nodes (--max-gpus 16 or more): {gain}"
     return f"use more nodes (--max-gpus {2 * c.max_gpus}): {gain}"

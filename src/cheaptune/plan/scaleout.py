@@ -1,13 +1,14 @@
-"""Stage 1b: candidates on several GPUs, compared whenever they may cost less.
+"""Stage 1b: candidates on several GPUs, for the methods one GPU does not serve.
 
-Why every method: on N GPUs a job pays N GPUs for the same tokens, but a LoRA all-reduce moves only the
-adapter gradients, a larger per-GPU share can need no checkpointing, and a 2-GPU instance can cost less
-than twice one GPU; a constraint (deadline, memory) should never be what finds a cheaper plan. The
-planner prunes by a lower bound on cost (planner._best_case), not by a rule. Several nodes (8 GPUs each)
-come in only when one node of 8 cannot serve the method. Shardings are tried from the fastest that fits:
-DDP (whole model state per GPU), then ZeRO-3, then FSDP. CPU offload is the last resort, tried only when
-no GPU count fits without it: it needs host RAM for the node's share of the model state (about 16 bytes
-per parameter for a full fine-tune), which the price files do not state.
+Several GPUs are tried only for a method that fits no single GPU, misses --deadline or --budget on every
+single GPU, or under --optimize time (what `plan --max-gpus` and docs/plan.md promise): one GPU that
+serves the method is what a user can run without a distributed launcher, and N GPUs of a kind pay N
+times for scaling efficiency below 1. The planner still prunes what it tries by a lower bound on cost
+(planner._best_case). Several nodes (8 GPUs each) come in only when one node of 8 cannot serve the
+method. Shardings are tried from the fastest that fits: DDP (whole model state per GPU), then ZeRO-3,
+then FSDP. CPU offload is the last resort, tried only when no GPU count fits without it: it needs host
+RAM for the node's share of the model state (about 16 bytes per parameter for a full fine-tune), which
+the price files do not state.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ OFFLOAD = (("fsdp", True),)
 # (several nodes?, shardings) in the order they are tried for methods still unserved
 STAGES = ((False, SHARDINGS), (True, SHARDINGS), (False, OFFLOAD), (True, OFFLOAD))
 WHY_KINDS = ("memory", "hardware", "deadline")
-MAY_COST_LESS = "several GPUs may cost less (compared unless a lower bound on cost rules them out)"
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ class Candidate:
 
 def methods_needing(c: Constraints, feasible: list[Option], excluded: list[Exclusion],
                     pruned: Counter) -> dict[str, str]:
-    """Methods to try on several GPUs (all of them when more than one GPU is allowed), each with the
-    reason shown in the plan's notes."""
+    """Methods to try on several GPUs, each with the reason shown in the plan's notes: those no single GPU
+    serves (memory, hardware, deadline, budget), and every method under --optimize time."""
     if c.max_gpus < 2:
         return {}
     served = {o.method for o in feasible} | {m for m, n in pruned.items() if n}
@@ -72,8 +72,6 @@ def methods_needing(c: Constraints, feasible: list[Option], excluded: list[Exclu
             need[m] = "fits no single GPU"
         elif c.optimize == "time":
             need[m] = "more GPUs finish sooner (--optimize time)"
-        else:
-            need[m] = MAY_COST_LESS
     return need
 
 

@@ -96,13 +96,19 @@ class Constraints:
 
 
 def check_providers(c: Constraints, known: Iterable[str]) -> None:
-    """--providers / --exclude-providers name providers the catalog has (a typo would silently filter all)."""
+    """--provider / --exclude-providers name providers the catalog has (a typo would silently filter all)."""
     names = sorted({k.lower() for k in known})
-    for flag, given in (("--providers", c.providers), ("--exclude-providers", c.exclude_providers)):
-        for p in given:
-            if p.lower() not in names:
-                hint = did_you_mean(p, names) or f"; known: {', '.join(names)}"
-                raise BadInput(f"{flag}: no provider {p!r} in the price catalog{hint}")
+    for flag, given in (("--provider", c.providers), ("--exclude-providers", c.exclude_providers)):
+        check_provider_names(flag, given, names)
+
+
+def check_provider_names(flag: str, given: Iterable[str], known: Iterable[str]) -> None:
+    """Each of `given` is a provider in `known` (any case); else one line naming the flag and the closest."""
+    names = sorted({k.lower() for k in known})
+    for p in given:
+        if p.lower() not in names:
+            hint = did_you_mean(p, names) or f"; known: {', '.join(names)}"
+            raise BadInput(f"{flag}: no provider {p!r} in the price catalog{hint}")
 
 
 def parse_methods(value: str) -> tuple[str, ...]:
