@@ -15,6 +15,7 @@ from typing import Any
 from cheaptune.errors import Infeasible
 from cheaptune.estimate.cost import SECONDS_PER_HOUR, compute_cost
 from cheaptune.estimate.cost import constants as default_constants
+from cheaptune.estimate.speedups import for_gpu
 from cheaptune.estimate.throughput import Job, ModelShape, step_time
 from cheaptune.plan import choose, data_audit, explain, hosted, scaleout
 from cheaptune.plan.candidates import (
@@ -159,10 +160,11 @@ def _scale_out(c: Constraints, w: Workload, gpus: list[Any], allowed: list[Any],
 def _best_case(k: Candidate, c: Constraints, w: Workload, shape: ModelShape, consts: dict) -> float:
     """A lower bound on the candidate's cost (or hours): the compute part of the step-time model alone (no
     communication, optimizer, dequant or fixed cost), no checkpointing, the largest micro-batch per GPU,
-    no spot loss, the cheapest offer. Every part left out is >= 0, so no option costs less."""
+    the speed options' factor as pricing applies it, no spot loss, the cheapest offer. Every part left out
+    is >= 0 and every part kept is at its best, so no option costs less."""
     micro, _ = planned_micro(w.effective_batch, w.effective_batch, k.gpus)
     st = step_time(Job(shape, k.method, w.seq_len, micro, precision=precision_for(k.gpu)), k.gpu)
-    one = micro * w.seq_len / st.parts["compute"]
+    one = micro * w.seq_len / st.parts["compute"] * for_gpu(k.gpu, k.method, c.speedups).factor
     run_s = sum(startup_seconds(shape, w, consts).values()) + w.train_tokens / (one * k.gpus)
     if c.optimize == "time":
         return run_s / SECONDS_PER_HOUR
