@@ -20,11 +20,14 @@ def test_every_profile_setting_names_its_source():
     assert set(trainers()) == {"cheaptune", "hf", "axolotl", "llama-factory", "litgpt", "torchtune"}
     for prof in _profiles().values():
         for name in (f.name for f in dataclasses.fields(prof)):
-            if name in ("name", "about", "version", "sources"):
+            if name in ("name", "about", "version", "sources", "package", "release", "releases"):
                 continue
             if getattr(prof, name) != getattr(get_profile("cheaptune"), name):
                 assert prof.sources.get(name), f"{prof.name}.{name} has no source"
-    assert get_profile("LLaMA_Factory").name == "llama-factory"
+        for release in prof.releases:  # each older release carries its own source
+            assert release["versions"] and release["libraries"] and release["source"], prof.name
+    assert get_profile("LLaMA_Factory").name == "llama-factory" and get_profile("litgpt==0.4.9").name == "litgpt"
+    assert "no longer maintained" in get_profile("torchtune").about
     with pytest.raises(BadInput, match="not one of"):
         get_profile("nemo")
 
@@ -39,7 +42,7 @@ def test_profile_quirks_change_the_simulated_peak(tiny_cfg):
     ours, hf = _peak(tiny_cfg), _peak(tiny_cfg, trainer="hf")
     # peft's prepare_model_for_kbit_training: embeddings and norms in fp32 (the tiny model is mostly embeddings)
     assert hf["weights"] > 1.5 * ours["weights"] and hf["inputs"]["loss"] == "hf"
-    old_bnb, new_bnb = _peak(tiny_cfg, trainer="litgpt", bnb_keeps_input=True), _peak(tiny_cfg, trainer="litgpt")
+    old_bnb, new_bnb = _peak(tiny_cfg, trainer="litgpt==0.4.9"), _peak(tiny_cfg, trainer="litgpt")  # bnb 0.42.0 pin
     assert old_bnb["peak"] > new_bnb["peak"] and new_bnb["inputs"]["loss"] == "chunked"
     dropped = _peak(tiny_cfg, trainer="litgpt", lora_dropout=0.3)
     assert dropped["peak"] > _peak(tiny_cfg, trainer="litgpt", lora_dropout=0.0)["peak"]
@@ -70,14 +73,13 @@ def test_hf_profile_keeps_pefts_fp32_adapters_under_bf16_true(tiny_cfg):
     assert full["trainable_weights"] == _peak(tiny_cfg, method="full", precision="bf16-true", loss="hf")["trainable_weights"]
 
 
-def test_axolotl_casts_the_kbit_upcast_back_unless_a_row_keeps_it(tiny_cfg):
-    """Axolotl since v0.3.0 casts norms and embeddings back to 16 bits after peft's fp32 upcast; a request
-    for an older run keeps the upcast (kbit_prep=True), and the two are cached apart."""
+def test_axolotl_casts_the_kbit_upcast_back_from_0_3_0(tiny_cfg):
+    """Axolotl since v0.3.0 casts norms and embeddings back to 16 bits after peft's fp32 upcast; an older
+    release (axolotl==0.1.0) keeps the upcast, and the two are cached apart."""
     now, hf = _peak(tiny_cfg, trainer="axolotl"), _peak(tiny_cfg, trainer="hf")
-    old = _peak(tiny_cfg, trainer="axolotl", kbit_prep=True)
+    old = _peak(tiny_cfg, trainer="axolotl==0.1.0")
     assert old["weights"] > 1.5 * now["weights"] and old["weights"] == hf["weights"]
-    assert "kbit_prep" not in now["inputs"] and old["inputs"]["kbit_prep"] is True
-    assert _peak(tiny_cfg, trainer="hf", kbit_prep=False)["weights"] == now["weights"]
+    assert "versions" not in now["inputs"] and old["inputs"]["versions"] == "axolotl==0.1.0"
 
 
 def test_litgpt_bf16_mixed_keeps_every_weight_and_logits_chunk_in_fp32(tiny_cfg, make_request):
@@ -204,33 +206,9 @@ def test_math_sdpa_in_16_bits_as_torch_before_2_5_ran_it(make_request):
                        alibi=False, num_hidden_layers=2, vocab_size=128, max_position_embeddings=512)
     kw = dict(method="full", precision="bf16-true", micro_batch=1, seq_len=256, loss="hf")
     fp32 = simulate(make_request(cfg, **kw), cfg).breakdown["activations"]
-    bf16 = simulate(make_request(cfg, math_sdpa_16bit=True, **kw), cfg).breakdown["activations"]
+    bf16 = simulate(make_request(cfg, versions="torch==2.1.0", **kw), cfg).breakdown["activations"]
     probs = 2 * 4 * 256 * 256  # one block's probabilities in bf16, what the upcast adds at least
     assert fp32 - bf16 >= probs and not torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()
-
-
-def test_torchtune_0_1_init_reserve_is_held_through_training():
-    """torchtune 0.1 with torchao 0.1 leaves a fragmented cache after model init (estimate/torchao_init.py); the
-    allocator never returns it, so the run's peak reserved and device total carry it, its peak allocated does not."""
-    from cheaptune.demo.tiny import tiny_llama_config
-    from cheaptune.estimate.torchao_init import init_peaks
-
-    cfg = tiny_llama_config(512, hidden_size=1024, intermediate_size=4096, num_attention_heads=8)
-    base = dict(model=cfg.to_dict(), method="qlora", micro_batch=1, seq_len=8, lora_targets="all-linear",
-                trainer="torchtune")
-    plain = estimate_memory(EstimateRequest(**base))
-    torchao = estimate_memory(EstimateRequest(**base, torchao_nf4_unchunked=True))
-    assert "load_time_peak" not in plain.breakdown and "torchao_nf4_unchunked" not in plain.inputs
-    assert torchao.peak_allocated_bytes == plain.peak_allocated_bytes
-    every_linear = frozenset(("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
-    reserved, allocated = init_peaks(1024, 4096, cfg.vocab_size, cfg.num_hidden_layers, 8, cfg.num_key_value_heads,
-                                     128, cfg.max_position_embeddings, every_linear, 16)
-    assert torchao.details["load_peak_allocated"] == allocated
-    assert torchao.peak_reserved_bytes == reserved > plain.peak_reserved_bytes
-    assert torchao.breakdown["load_time_peak"] == reserved - plain.peak_reserved_bytes
-    assert sum(torchao.breakdown.values()) == torchao.device_total_bytes
-    lora = estimate_memory(EstimateRequest(**{**base, "method": "lora"}, torchao_nf4_unchunked=True))
-    assert "load_time_peak" not in lora.breakdown  # only NF4 quantization runs that init
 
 
 def test_any_peft_method_is_built_from_its_saved_config(tiny_cfg):
@@ -251,53 +229,3 @@ def test_any_peft_method_is_built_from_its_saved_config(tiny_cfg):
         estimate_memory(EstimateRequest(**base, peft_config=json.dumps({"peft_type": "NOPE"})))
     with pytest.raises(BadInput, match="adapter method"):
         estimate_memory(EstimateRequest(**{**base, "method": "full"}, peft_config=json.dumps(vera)))
-
-
-def _osf(version: str, rank: int = 6) -> str:
-    return json.dumps({"peft_type": "OSF", "task_type": None, "target_modules": ["proj"], "effective_rank": rank,
-                       "peft_version": f"{version}@UNKNOWN"})
-
-
-def test_osf_before_peft_0_21_rebuilds_each_weight_from_its_high_rank_factors():
-    """peft < 0.21 kept U_high/S_high/V_high as buffers and ran F.linear on the rebuilt weight; the swapped
-    layer holds exactly those, trains (gradients reach the low-rank factors) and newer configs are left alone."""
-    import peft
-
-    from cheaptune.estimate.profiles import apply_peft_version_quirks
-
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.proj = torch.nn.Linear(8, 12)
-
-        def forward(self, x):
-            return self.proj(x)
-
-    def built():
-        return peft.get_peft_model(Net(), peft.OSFConfig(target_modules=["proj"], effective_rank=6))
-
-    assert apply_peft_version_quirks(built(), _osf("0.21.2")) == 0
-    model = built()
-    assert apply_peft_version_quirks(model, _osf("0.19.2.dev0")) == 1
-    layer = model.base_model.model.proj
-    assert layer._osf_U_high["default"].shape == (12, 6) and layer._osf_V_high["default"].shape == (6, 8)
-    assert layer._osf_S_high["default"].shape == (6,) and "default" not in layer._osf_U_low_init
-    out = model(torch.randn(3, 8))
-    out.sum().backward()
-    params = layer.osf_svd_params["default"]
-    assert out.shape == (3, 12) and params["U_low"].grad.shape == (12, 2) and params["V_low"].grad.shape == (2, 8)
-
-
-def test_osf_config_from_an_old_peft_holds_the_rebuilt_weights(tiny_cfg):
-    """An OSF config saved by peft < 0.21 keeps its rebuilt weights for backward, where peft 0.21's factored
-    forward keeps only rank-2r pieces: with two trainable directions per matrix, the difference is most of the
-    rebuilt weights (the rest: what each version saves besides), plus the larger high-rank buffers."""
-    h, i, layers = tiny_cfg.hidden_size, tiny_cfg.intermediate_size, tiny_cfg.num_hidden_layers
-    cfg = {**json.loads(_osf("0.19.2.dev0", rank=h - 2)), "target_modules": ["q_proj", "gate_proj"]}
-    base = dict(model=tiny_cfg.to_dict(), method="lora", micro_batch=1, seq_len=16, precision="bf16-true", trainer="hf")
-    old = estimate_memory(EstimateRequest(**base, peft_config=json.dumps(cfg)))
-    new = estimate_memory(EstimateRequest(**base, peft_config=json.dumps({**cfg, "peft_version": "0.21.2"})))
-    rebuilt = (h * h + i * h) * 2 * layers  # q_proj and gate_proj, bf16
-    assert old.breakdown["activations"] - new.breakdown["activations"] > rebuilt / 2
-    assert old.breakdown["weights"] > new.breakdown["weights"]
-    assert old.peak_allocated_bytes > new.peak_allocated_bytes

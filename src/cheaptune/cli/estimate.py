@@ -74,8 +74,8 @@ def _render_time(t, gpu: str, nodes: int, fast: dict) -> None:
         console().print(fast["unmeasured_line"])
 
 
-def _notes(req, foreign) -> None:
-    """What the estimate took from a config file and what it could not simulate, once each."""
+def _notes(req, foreign, est) -> None:
+    """What the estimate took from a config file, the versions it modelled, and what it could not simulate."""
     from cheaptune.cli.output import console
     from cheaptune.estimate.profiles import get_profile
 
@@ -88,6 +88,65 @@ def _notes(req, foreign) -> None:
         out.print(f"not modelled (they change the run): {', '.join(foreign.named)}")
     for term in prof.not_simulated:
         out.print(f"not simulated: {term}")
+    ver = est.details.get("versions") or {}
+    if ver:
+        libs = ", ".join(f"{k}{v}" for k, v in sorted(ver["libraries"].items()))
+        on = ", ".join(k for k, v in ver["mechanisms"].items() if v) or "none"
+        out.print(f"versions modelled: {libs}; version-dependent terms on: {on}")
+    for line in ver.get("not_known", ()):
+        out.print(f"version not known: {line}")
+
+
+def _read_peft_config(path: str | None) -> str | None:
+    """A saved adapter_config.json as the estimator's JSON text; one line when it cannot be read."""
+    if path is None:
+        return None
+    import json
+    from pathlib import Path
+
+    from cheaptune.errors import BadInput
+
+    try:
+        return json.dumps(json.loads(Path(path).expanduser().read_text()))
+    except (OSError, ValueError) as err:
+        raise BadInput(f"--peft-config {path}: not a readable JSON file ({err}); pass an adapter_config.json "
+                       "saved by PeftConfig.save_pretrained") from None
+
+
+def request_from_options(*, config: str | None = None, trainer: str | None = None, versions: str | None = None,
+                         peft_config: str | None = None, peft_autocast: bool | None = None, model: str | None = None,
+                         method: str | None = None, micro_batch: int | None = None, seq_len: int | None = None,
+                         precision: str | None = None, quant: str | None = None, loss: str | None = None,
+                         lora_targets: str | None = None, lora_dropout: float | None = None, lora_r: int = 16,
+                         lora_alpha: int = 32, grad_ckpt: bool = False, optimizer: str = "adamw", attn: str = "sdpa",
+                         gpus: int = 1, sharding: str | None = None, offload: bool = False,
+                         allow_long_context: bool = False, full_sim: bool = False, objective: str = "sft",
+                         precompute_ref: bool = False):
+    """(EstimateRequest, ForeignConfig | None) that `cheaptune estimate` makes of its options. The memory bench
+    builds every row with it, so a bench figure is what a user gets from the same flags.
+
+    `trainer` may name a release (litgpt==0.4.9): its version joins the `versions` pins (estimate/versions.py)."""
+    from cheaptune.errors import BadInput
+    from cheaptune.estimate.profiles import get_profile
+    from cheaptune.estimate.versions import join_pins, parse_pins, split_trainer
+    from cheaptune.plan.foreign_config import request_for
+
+    name, own = split_trainer(trainer)
+    pins = parse_pins(versions)
+    if own is not None:
+        profile = get_profile(name)
+        if not profile.package:
+            raise BadInput(f"--trainer {trainer}: the {profile.name} profile is what cheaptune runs now; drop ==version")
+        pins[profile.package] = own
+    return request_for(
+        config, name,
+        dict(model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision,
+             quant=quant, loss=loss, lora_targets=lora_targets, lora_dropout=lora_dropout, versions=join_pins(pins),
+             peft_config=_read_peft_config(peft_config), autocast_adapter_dtype=peft_autocast),
+        dict(lora_r=lora_r, lora_alpha=lora_alpha, grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpus,
+             sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
+             objective=objective.lower(), precompute_ref=precompute_ref),
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -112,7 +171,17 @@ def register(app: typer.Typer) -> None:
                                             "before training (no reference copy for full fine-tuning)."),
         loss: str = typer.Option(None, "--loss", help="Override the trainer's loss: trl (chunked LM head), hf (full fp32 logits), chunked."),
         trainer: str = typer.Option(None, "--trainer", help="Whose training step to simulate: cheaptune (default), hf, "
-                                    "axolotl, llama-factory, litgpt, torchtune."),
+                                    "axolotl, llama-factory, litgpt, torchtune; NAME==VERSION for a release "
+                                    "(litgpt==0.4.9: its pinned libraries), else its current one."),
+        versions: str = typer.Option(None, "--versions", help="Library versions of the run, e.g. "
+                                     "bitsandbytes==0.42.0,torch==2.1.0: they pick the version-dependent terms "
+                                     "(an unknown one takes the heavier side, said in the output)."),
+        peft_config: str = typer.Option(None, "--peft-config", help="A saved adapter_config.json: the adapter "
+                                        "built (any PEFT method); use with --method lora (qlora for a 4-bit base)."),
+        peft_autocast: bool = typer.Option(None, "--peft-autocast-adapter-dtype/--no-peft-autocast-adapter-dtype",
+                                           help="peft get_peft_model's fp32 cast of the adapters (default: the "
+                                           "trainer's)."),
+        lora_dropout: float = typer.Option(None, "--lora-dropout", help="LoRA dropout (default: the trainer's)."),
         config: str = typer.Option(None, "--config", help="An Axolotl, LLaMA-Factory or litgpt YAML config to estimate."),
         gpu: str = typer.Option(None, "--gpu", help="GPU to time the step on: adds the step time and tokens/s."),
         gpu_count: int = typer.Option(1, "--gpu-count", callback=bounded(1, 4096),
@@ -135,17 +204,15 @@ def register(app: typer.Typer) -> None:
         """Predict peak GPU memory of a training step by simulating it on fake tensors (per GPU with --gpu-count N)."""
         from cheaptune.catalog.gpus import resolve_gpu
         from cheaptune.estimate.memory import estimate_memory
-        from cheaptune.plan.foreign_config import request_for
 
         board = resolve_gpu(gpu) if gpu is not None else None  # an unknown GPU fails before the simulation
-        req, foreign = request_for(
-            config, trainer,
-            dict(model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision,
-                 quant=quant, loss=loss, lora_targets=lora_targets),
-            dict(lora_r=lora_r, lora_alpha=lora_alpha, grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpu_count * nodes,
-                 sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
-                 objective=objective.lower(), precompute_ref=precompute_ref),
-        )
+        req, foreign = request_from_options(
+            config=config, trainer=trainer, versions=versions, peft_config=peft_config, peft_autocast=peft_autocast,
+            model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision, quant=quant,
+            loss=loss, lora_targets=lora_targets, lora_dropout=lora_dropout, lora_r=lora_r, lora_alpha=lora_alpha,
+            grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpu_count * nodes, sharding=sharding,
+            offload=offload, allow_long_context=allow_long_context, full_sim=full_sim, objective=objective,
+            precompute_ref=precompute_ref)
         from cheaptune.cli.output import progress_wanted, status
 
         with status(progress_wanted(progress, as_json), f"simulating two training steps of {model or config} ({req.method}; "
@@ -168,7 +235,7 @@ def register(app: typer.Typer) -> None:
                                  "grad_accum": grad_accum, "speedups": fast}
             emit_json({**dataclasses.asdict(est), **extra})
             return
-        _notes(req, foreign)
+        _notes(req, foreign, est)
         if timed is not None:
             _render_time(timed, board.name, nodes, fast)
         from cheaptune.catalog.gpus import list_gpus

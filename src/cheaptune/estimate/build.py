@@ -14,7 +14,7 @@ import torch
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate.policy import FUSED_HEAD_OUTPUTS, Policy, set_adapter_dtype
-from cheaptune.estimate.profiles import apply_model_quirks, apply_peft_version_quirks, get_profile, kbit_prep
+from cheaptune.estimate.profiles import apply_model_quirks, get_profile, kbit_prep, mechanism
 
 LAYER_LIST_KEYS = ("layer_types", "mlp_only_layers")
 
@@ -158,7 +158,6 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
         with torch.device("meta"):
             model = peft.get_peft_model(model, _peft_config(req, policy, model),
                                         autocast_adapter_dtype=policy.adapter_dtype == torch.float32)
-            apply_peft_version_quirks(model, getattr(req, "peft_config", None))
         if policy.autocast is not None or policy.adapter == policy.base or quantized:
             set_adapter_dtype(model, policy)  # else no autocast: peft's own cast stands (LN tuning's norms stay 16-bit)
     if get_profile(getattr(req, "trainer", None)).fused_qkv and not getattr(req, "peft_config", None) \
@@ -167,11 +166,11 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
 
         apply_fused_qkv(model, cfg, qv_preset="qv" in req.lora_targets.split(","))
     if req.grad_ckpt:
-        # reentrant_ckpt: transformers < 4.35 called torch.utils.checkpoint without use_reentrant, so torch's default
-        # (reentrant) ran; its first forward is under no_grad, so nothing a layer keeps outside save_for_backward
-        # (bitsandbytes < 0.43.2's ctx.tensors, simulate._keep_4bit_inputs) outlives the layer
+        # reentrant_ckpt (data/versions.yaml): transformers before #43203 ran torch's reentrant checkpointing; its
+        # first forward is under no_grad, so nothing a layer keeps outside save_for_backward (bitsandbytes
+        # < 0.43.2's ctx.tensors, simulate._keep_4bit_inputs) outlives the layer
         model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": bool(getattr(req, "reentrant_ckpt", False))})
+            gradient_checkpointing_kwargs={"use_reentrant": mechanism(req, "reentrant_ckpt")})
         if req.method != "full":
             model.enable_input_require_grads()
     add_trainer_loss_head(model)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate import overheads, torchao_init
+from cheaptune.estimate import overheads
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,14 @@ def _simulated(req, cfg: dict):
         return None, f"{type(err).__name__}: {err}"[:200]
 
 
+def versions_detail(req) -> dict:
+    """The library versions the estimate took and the version-dependent mechanisms they give (versions.py)."""
+    from cheaptune.estimate.versions import resolve
+
+    res = resolve(req.trainer, req.versions, req.method)
+    return {"libraries": res.libraries, "mechanisms": res.flags, "not_known": list(res.notes)}
+
+
 def compute(req, cfg: dict, inputs: dict, version: str):
     from cheaptune.estimate.memory import MemoryEstimate
 
@@ -64,15 +72,10 @@ def compute(req, cfg: dict, inputs: dict, version: str):
     breakdown["kernel_workspaces"] = ws[peak_phase]
     allocated = max(peaks.values())
     reserved, device_total = overheads.reserved_and_total(allocated)
-    load_reserved, load = torchao_init.load_peaks(req, cfg)
-    if load_reserved > reserved:  # the allocator still holds the load-time peak during training
-        breakdown["load_time_peak"] = load_reserved - reserved
-        device_total += load_reserved - reserved
-        reserved = load_reserved
-        details["load_peak_allocated"] = load
-    breakdown["allocator_slack"] = reserved - allocated - breakdown.get("load_time_peak", 0)
+    breakdown["allocator_slack"] = reserved - allocated
     breakdown["cuda_context"] = device_total - reserved
     details["peak_phase"] = peak_phase
+    details["versions"] = versions_detail(req)
     return MemoryEstimate(
         peak_allocated_bytes=allocated, peak_reserved_bytes=reserved, device_total_bytes=device_total,
         breakdown=breakdown, phase_peaks=peaks, trainable_params=trainable, total_params=total,

@@ -33,7 +33,7 @@ from cheaptune.estimate.sharding import FsdpRun, check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
-ESTIMATOR_VERSION = "9"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator; 9 hf profile: peft's fp32 adapters under bf16-true
+ESTIMATOR_VERSION = "10"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator; 9 hf profile: peft's fp32 adapters under bf16-true; 10 version-dependent terms from trainer and library versions (versions.py), torchtune 0.1 init replay and peft < 0.21 OSF removed
 PEFT_METHODS = ("lora", "qlora", "dora")
 
 
@@ -63,11 +63,7 @@ class EstimateRequest:
     full_sim: bool = False  # simulate every block instead of extrapolating from 1-2 periods
     trainer: str = "cheaptune"  # whose step is simulated: estimate/data/profiles.yaml
     lora_dropout: float | None = None  # None: the trainer's default
-    bnb_keeps_input: bool = False  # bitsandbytes < 0.43.2 kept each 4-bit matmul's input (profiles.py)
-    torchao_nf4_unchunked: bool = False  # torchtune 0.1 with torchao 0.1: its init replayed (estimate/torchao_init.py)
-    math_sdpa_16bit: bool = False  # torch < 2.5: SDPA's math path kept 16-bit inputs in 16 bits (simulate.py)
-    reentrant_ckpt: bool = False  # transformers < 4.35 checkpointed with torch's reentrant default (build.py)
-    kbit_prep: bool | None = None  # None: the trainer's; peft's fp32 upcast of the 16-bit weights kept (profiles.py)
+    versions: str | None = None  # 'lib==X,...' pins (the trainer's own too): version-dependent terms (versions.py)
     autocast_adapter_dtype: bool | None = None  # None: the trainer's; peft's fp32 cast of the adapters (profiles.py)
     peft_config: str | None = None  # a PEFT config as JSON (PeftConfig.to_dict()): the adapter built, any method peft has
     objective: str = "sft"  # sft | dpo | orpo: trl's preference step (simulate.preference_forward)
@@ -135,6 +131,7 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
 
     choice(req.method, METHODS, "--method")
     profile = get_profile(req.trainer)
+    versions = _pins(req, profile)
     precision = req.precision or profile.default_precision(req.method)
     loss = req.loss or profile.loss
     choice(precision, PRECISIONS, "--precision")
@@ -169,7 +166,21 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
         raise BadInput(f"--seq-len {req.seq_len} is beyond the model's context of {ctx} tokens; "
                        "lower it or pass --allow-long-context")
     return dataclasses.replace(req, precision=precision, quant=quant, sharding=sharding, loss=loss,
-                               trainer=profile.name)
+                               trainer=profile.name, versions=versions)
+
+
+def _pins(req: EstimateRequest, profile) -> str | None:
+    """The request's version pins, normalized, with the trainer's own version (`--trainer litgpt==0.4.9`)."""
+    from cheaptune.estimate.versions import join_pins, parse_pins, split_trainer
+
+    pins = parse_pins(req.versions)
+    _, own = split_trainer(req.trainer)
+    if own is not None:
+        if not profile.package:
+            raise BadInput(f"--trainer {req.trainer!r}: the {profile.name} profile is what cheaptune runs now; "
+                           "drop the ==version")
+        pins[profile.package] = own
+    return join_pins(pins)
 
 
 def _inputs(req: EstimateRequest, label: str) -> dict:
@@ -177,11 +188,10 @@ def _inputs(req: EstimateRequest, label: str) -> dict:
     d["model"] = label
     if d["objective"] == "sft":  # SFT inputs (and so their cache keys) as before preference tuning existed
         del d["objective"], d["precompute_ref"]
-    for opt in ("torchao_nf4_unchunked", "peft_config", "math_sdpa_16bit", "reentrant_ckpt", "fsdp_mixed_units",
-                "fsdp_no_sync"):  # named only where set, so other keys stay as they were
-        if not d[opt]:
+    for opt in ("peft_config", "fsdp_mixed_units", "fsdp_no_sync", "versions"):  # named only where set,
+        if not d[opt]:  # so other keys stay as they were
             del d[opt]
-    for opt in ("kbit_prep", "autocast_adapter_dtype"):
+    for opt in ("autocast_adapter_dtype",):
         if d[opt] is None:
             del d[opt]
     return d

@@ -49,6 +49,10 @@ class Profile:
     fused_qkv: bool = False
     not_simulated: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
+    package: str = ""  # the trainer's own package, whose version --trainer NAME==X names (estimate/versions.py)
+    release: str = ""  # the current release's version of `package` ("" for a library's own: the installed one)
+    libraries: dict[str, str] = field(default_factory=dict)  # library -> specifier its current release pins
+    releases: tuple[dict, ...] = ()  # older releases: {versions, libraries, source}
 
     def default_precision(self, method: str) -> str:
         return self.precision.get(method, DEFAULT_PRECISION[method])
@@ -65,8 +69,13 @@ def _profiles() -> dict[str, Profile]:
         values = {k: v["value"] for k, v in settings.items()}
         if "not_simulated" in values:
             values["not_simulated"] = tuple(values["not_simulated"])
+        libs = entry.get("libraries") or {}
+        sources = {k: v["source"] for k, v in settings.items()}
+        if libs:
+            sources["libraries"] = libs["source"]
         out[name] = Profile(name=name, about=entry["about"], version=entry.get("version", ""),
-                            sources={k: v["source"] for k, v in settings.items()}, **values)
+                            package=entry.get("package", ""), release=str(entry.get("release", "")), libraries=libs.get("value", {}),
+                            releases=tuple(entry.get("releases") or ()), sources=sources, **values)
     return out
 
 
@@ -76,7 +85,7 @@ def trainers() -> tuple[str, ...]:
 
 def get_profile(name: str | None) -> Profile:
     """The profile for a trainer name (`llama_factory`, `LLaMA-Factory` and `llamafactory` all accepted)."""
-    key = (name or DEFAULT_TRAINER).lower().replace("_", "-")
+    key = (name or DEFAULT_TRAINER).split("==")[0].strip().lower().replace("_", "-")
     key = {"llamafactory": "llama-factory", "transformers": "hf", "trl": "hf"}.get(key, key)
     profiles = _profiles()
     if key not in profiles:
@@ -84,11 +93,17 @@ def get_profile(name: str | None) -> Profile:
     return profiles[key]
 
 
+def mechanism(req, name: str) -> bool:
+    """Does the request's run have version-dependent mechanism `name` (data/versions.yaml) at its versions?"""
+    from cheaptune.estimate.versions import resolve
+
+    return resolve(get_profile(req.trainer).name, getattr(req, "versions", None), req.method).flags.get(name, False)
+
+
 def kbit_prep(req) -> bool:
-    """Does the trainer keep peft's fp32 upcast of the frozen 16-bit weights in QLoRA (the request's own
-    `kbit_prep` wins over the profile's, for a row run at an older version)?"""
-    own = getattr(req, "kbit_prep", None)
-    return get_profile(getattr(req, "trainer", None)).kbit_prep if own is None else own
+    """Does the trainer keep peft's fp32 upcast of the frozen 16-bit weights in QLoRA (its profile, or an
+    Axolotl release before the cast back)?"""
+    return get_profile(getattr(req, "trainer", None)).kbit_prep or mechanism(req, "kbit_prep_kept")
 
 
 def profile_policy(req) -> Policy:
@@ -132,70 +147,3 @@ def apply_model_quirks(model, trainer: str | None) -> int:
                 setattr(parent, name, torch.nn.GELU(approximate="tanh"))
                 swapped += 1
     return swapped
-
-
-# peft before 0.21.0 ran OSF by rebuilding each adapted weight in every forward from SVD factors it kept as buffers
-# (U_high [out,k], S_high [k], V_high [k,in] beside the base weight) and calling F.linear on the rebuilt weight, which
-# autograd keeps for backward: peft@167fcb0f2 (Release 0.20.0) src/peft/tuners/osf/layer.py L85-103, L245-266 and
-# utils.py reconstruct_weight_matrix. peft 0.21.0 replaced it by a factored low-rank forward (the locked version).
-OSF_FACTORED_FROM = "0.21.0"
-
-
-def apply_peft_version_quirks(model, peft_config: str | None) -> int:
-    """Run the adapter as the peft version a saved config names (its `peft_version`) ran it, where that
-    differs in memory from the installed peft; returns layers changed. Today: OSF before 0.21.0."""
-    import json
-
-    from packaging.version import InvalidVersion, Version
-
-    raw = json.loads(peft_config) if peft_config else {}
-    try:
-        old = Version(str(raw.get("peft_version", "")).split("@")[0]) < Version(OSF_FACTORED_FROM)
-    except InvalidVersion:
-        return 0
-    if raw.get("peft_type") != "OSF" or not old:
-        return 0
-    from peft.tuners.osf.layer import Linear as OsfLinear
-
-    layers = [m for m in model.modules() if isinstance(m, OsfLinear)]
-    for layer in layers:
-        _rebuild_osf_layer(layer)
-    return len(layers)
-
-
-def _rebuild_osf_layer(layer) -> None:
-    """Hold what peft < 0.21.0 held (the high-rank factors, no low-rank copies) and rebuild the weight per forward."""
-    import types
-
-    import torch
-    from peft.tuners._buffer_dict import BufferDict
-
-    ref = layer.get_base_layer().weight
-    # peft's cast_adapter_dtype casts these BufferDicts with the adapter (fp32 under autocast_adapter_dtype,
-    # peft@d787f51bb tuners_utils.py L2243-2290), so they take the trainable factors' dtype
-    dtype = next(iter(layer.osf_svd_params.values()))["U_low"].dtype
-    layer._detach_hooks()
-    layer._osf_S_high = BufferDict({})
-    for name, params in layer.osf_svd_params.items():
-        out, inner, k = params["U_low"].shape[0], params["V_low"].shape[1], layer.effective_rank[name]
-        layer._osf_U_high[name] = torch.zeros(out, k, dtype=dtype, device=ref.device)
-        layer._osf_S_high[name] = torch.zeros(k, dtype=dtype, device=ref.device)
-        layer._osf_V_high[name] = torch.zeros(k, inner, dtype=dtype, device=ref.device)
-        for buffers in (layer._osf_U_low_init, layer._osf_S_low_init, layer._osf_V_low_init):
-            buffers.pop(name)
-        # peft's gradient projections, reading the buffers when they run (they are swapped for fake tensors later)
-        layer.hook_handles += [
-            params["U_low"].register_hook(lambda g, n=name: g - layer._osf_U_high[n] @ (layer._osf_U_high[n].T @ g)),
-            params["V_low"].register_hook(lambda g, n=name: g - (g @ layer._osf_V_high[n].T) @ layer._osf_V_high[n])]
-    layer.forward = types.MethodType(_osf_rebuilt_forward, layer)
-
-
-def _osf_rebuilt_forward(self, x, *args, **kwargs):
-    import torch.nn.functional as F
-
-    name = self.active_adapters[0]
-    p = self.osf_svd_params[name]
-    weight = ((self._osf_U_high[name] * self._osf_S_high[name]) @ self._osf_V_high[name]
-              + (p["U_low"] * p["S_low"]) @ p["V_low"])
-    bias = self.get_base_layer().bias
-    return F.linear(x.to(weight.dtype), weight, None if bias is None else bias.to(weight.dtype)).to(x.dtype)

@@ -22,7 +22,7 @@ import torch
 
 from cheaptune.estimate.build import build_on_meta, meta_to_fake, quiet
 from cheaptune.estimate.policy import hf_optim
-from cheaptune.estimate.profiles import profile_policy
+from cheaptune.estimate.profiles import mechanism, profile_policy
 from cheaptune.estimate.tracker import PeakTracker
 
 PHASES = ("forward", "backward", "optimizer")
@@ -137,11 +137,11 @@ def simulate(req, cfg, real: bool = False, steps: int = 2, loss_kernels: str = "
         else:
             meta_to_fake(model, mode, req, built.quantized)
         model.train()
-        if req.bnb_keeps_input and built.quantized:
+        if built.quantized and mechanism(req, "bnb_keeps_input"):
             _keep_4bit_inputs(model)
         kernels = _gpu_loss_kernels() if loss_kernels == "gpu" else contextlib.nullcontext()
         with mode, kernels, (contextlib.nullcontext() if real else _real_mask_decision()), \
-                _math_sdpa_16bit(getattr(req, "math_sdpa_16bit", False)):
+                _math_sdpa_16bit(mechanism(req, "math_sdpa_16bit")):
             return _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin)
 
 
