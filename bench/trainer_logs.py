@@ -183,6 +183,8 @@ def csv_rows(doc: dict[str, Any], taken: set[str]) -> list[dict[str, str]]:
                 "note": f"{versions}; logged as '{m['metric']}' = {m['torch_counter']} ({m['window']}), largest of "
                         f"{len(m['per_step'])} steps; config {run['config_file']} in the result file; random weights, "
                         f"alpaca rows cut to seq_len (no padding), LoRA alpha {LORA['alpha']} dropout {LORA['dropout']}",
+                "source_date": date, "versions": versions, "source_group": "cheaptune-gpu-trainer-rows",
+                "seq_len_kind": "fixed",
             })
     return rows
 
