@@ -184,7 +184,7 @@ def csv_rows(doc: dict[str, Any], taken: set[str]) -> list[dict[str, str]]:
                         f"{len(m['per_step'])} steps; config {run['config_file']} in the result file; random weights, "
                         f"alpaca rows cut to seq_len (no padding), LoRA alpha {LORA['alpha']} dropout {LORA['dropout']}",
                 "source_date": date, "versions": versions, "source_group": "cheaptune-gpu-trainer-rows",
-                "seq_len_kind": "fixed",
+                "seq_len_kind": "fixed", "ckpt_kind": "",
             })
     return rows
 
