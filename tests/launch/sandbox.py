@@ -3,8 +3,9 @@
 The task is built with its remote root and checkpoint folder inside a sandbox folder, so every path
 in it (file_mounts, setup, run, the uploaded plan and config) is a real path here. The file_mounts
 are copied, the bucket is a folder, and setup and run are executed by bash with the task's envs.
-Setup's pip installs the wheel the task ships into a fresh venv that sees this environment's
-packages (torch, transformers, ...) but not this checkout's cheaptune, and reaches no index.
+Setup makes the task's own venv and pip-installs the wheel the task ships into it; PYTHONPATH lets that
+venv see this environment's packages (torch, transformers, ...: the lock's versions) but not this
+checkout's cheaptune, and pip reaches no index.
 """
 
 from __future__ import annotations
@@ -75,11 +76,12 @@ def materialise(task: dict, root: Path) -> Sandbox:
     venv = _venv_with_current_packages(root)
     (root / "home").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
+    site = next(venv.glob("lib/python*/site-packages"))
     env.update({k: str(v) for k, v in (task.get("envs") or {}).items()})
     env.update({
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", "HOME": str(root / "home"),
         "CHEAPTUNE_HOME": str(root / "home" / ".cheaptune"), "PIP_NO_INDEX": "1",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
+        "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(site),
     })
     return Sandbox(root, task, env)

@@ -63,8 +63,14 @@ def test_cli_dry_run_writes_validated_yaml(tmp_path, plan_file, run_cli):
     (["{plan}", "--dry-run", "--checkpoint-dir", "ckpt"], "absolute path"),
     (["{plan}", "--dry-run", "--secret", "HF TOKEN=x"], "NAME"),
     (["{plan}", "--dry-run", "--provider", "tensordock", "--gpu", "RTX4090"], "tensordock"),
+    (["{plan}", "--dry-run", "--region", "mars-1"], "region 'mars-1'"),  # plan's catalog checks, as plan does
+    (["{plan}", "--dry-run", "--model", "nosuch/model-xyz"], "nosuch/model-xyz"),
+    (["{plan}", "--dry-run", "--model", "meta-llama/Llama-2-7b-hf"], "HF_TOKEN"),
+    (["{plan}", "--dry-run", "--max-hourly-cost", "nan"], "--max-hourly-cost"),
+    (["{plan}", "--dry-run", "--store", "dropbox"], "--store"),
 ])
-def test_cli_bad_input_is_one_line_exit_2(args, needle, tmp_path, plan_file, run_cli):
+def test_cli_bad_input_is_one_line_exit_2(args, needle, tmp_path, plan_file, run_cli, monkeypatch):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
     code, _out, err = run_cli("launch", *[a.format(plan=plan_file) for a in args], "--out", str(tmp_path / "t.yaml"))
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "t.yaml").exists()

@@ -52,7 +52,7 @@ def test_generated_task_trains_checkpoints_to_bucket_and_resumes(tiny_model_dir,
     box = materialise(task, root)
     log = tmp_path / "log.txt"
     assert box.setup(log) == 0, log.read_text()[-3000:]
-    installed = list(root.glob("venv/lib/python*/site-packages/cheaptune/__init__.py"))
+    installed = list(root.glob("cheaptune/venv/lib/python*/site-packages/cheaptune/__init__.py"))
     assert installed, "setup did not install the wheel the task ships"
 
     final = bucket / "final"

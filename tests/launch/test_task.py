@@ -111,7 +111,7 @@ def test_qlora_installs_bitsandbytes_extra(tmp_path, recorder):
     setup = prep.task["setup"]
     assert ".whl[qlora]'" in setup and "torch.cuda.is_available" in setup  # this checkout's wheel, with bitsandbytes
     wheel = next(dst for dst in prep.task["file_mounts"] if dst.startswith("/cheaptune/pkg/"))
-    assert wheel.endswith(".whl") and f"pip install '{wheel}[qlora]'" in setup
+    assert wheel.endswith(".whl") and f"-c /cheaptune/job/constraints.txt '{wheel}[qlora]'" in setup
 
 
 @pytest.mark.parametrize(("fields", "want"), [
@@ -125,7 +125,7 @@ def test_setup_installs_exactly_the_extras_the_settings_use(fields, want, tmp_pa
     plan = plan.model_copy(update={"train": plan.train.model_copy(update=fields)})
     prep = launcher.prepare(plan, LaunchOptions(), recorder, tmp_path / "t.yaml")
     wheel = next(dst for dst in prep.task["file_mounts"] if dst.startswith("/cheaptune/pkg/"))
-    assert f"pip install {shlex.quote(wheel + want)}\n" in prep.task["setup"]  # pyproject's extras, nothing more
+    assert f"constraints.txt {shlex.quote(wheel + want)}\n" in prep.task["setup"]  # pyproject's extras, nothing more
     assert yaml.safe_load((tmp_path / "t.yaml").read_text())["setup"] == prep.task["setup"]
 
 
@@ -182,7 +182,8 @@ def test_two_node_plan_runs_torchrun_on_every_node_and_meters_both(tmp_path, rec
 
 @pytest.mark.parametrize("change,needle", [
     ({"dataset": "nowhere/rows.jsonl"}, "not found"),
-    ({"dataset": None}, "no dataset"),
+    ({"dataset": None}, "no dataset.*--data FILE"),
+    ({"model": "nosuch/model-xyz"}, "nosuch/model-xyz"),
     ({"model": "llama-9000-unknown"}, "unknown model"),
     ({"model": "/no/such/model"}, "no such file"),
 ])
@@ -225,3 +226,70 @@ def test_estimate_that_does_not_fit_an_overridden_gpu_is_refused(tmp_path, recor
     big = plan.model_copy(update={"prediction": plan.prediction.model_copy(update={"peak_vram_bytes": 40 * 2**30})})
     with pytest.raises(BadInput, match="does not fit T4"):
         launcher.prepare(big, LaunchOptions(), recorder, tmp_path / "t.yaml")
+
+
+def test_setup_installs_the_lock_into_a_venv_and_runs_from_it(tmp_path, recorder):
+    from pathlib import Path
+
+    prep = launcher.prepare(make_plan(offer("aws", "A10G", 1.0)), LaunchOptions(), recorder, tmp_path / "t.yaml")
+    setup, run = prep.task["setup"], prep.task["run"]
+    assert "python3 -m venv /cheaptune/venv" in setup and "python3-venv" in setup  # PEP 668 images
+    assert "/cheaptune/venv/bin/python -m pip install -c /cheaptune/job/constraints.txt" in setup
+    assert "python3 -m pip install" not in setup  # never the system pip
+    assert run.strip().splitlines()[-1].startswith("exec /cheaptune/venv/bin/cheaptune train")
+    lock = (Path(__file__).resolve().parents[2] / "requirements" / "lock.txt").read_text()
+    pins = (prep.staging_dir / "constraints.txt").read_text()
+    assert pins == lock and "transformers==" in pins and "torch==" in pins  # the tested lock, not open ranges
+
+
+def test_store_is_the_offers_cloud_or_said(tmp_path, recorder):
+    aws = launcher.prepare(make_plan(offer("aws", "A10G", 1.0)), LaunchOptions(), recorder, tmp_path / "a.yaml")
+    assert aws.task["file_mounts"]["/cheaptune/checkpoints"]["store"] == "s3" and not aws.selection.notes
+    vast = launcher.prepare(PLANS["community-vast"], LaunchOptions(), recorder, tmp_path / "v.yaml")
+    assert "store" not in vast.task["file_mounts"]["/cheaptune/checkpoints"]
+    assert any("--store" in n for n in vast.selection.notes)
+    chosen = launcher.prepare(PLANS["community-vast"], LaunchOptions(store="r2"), recorder, tmp_path / "r.yaml")
+    assert chosen.task["file_mounts"]["/cheaptune/checkpoints"]["store"] == "r2"
+    with pytest.raises(BadInput, match="--store"):
+        LaunchOptions(store="dropbox").check()
+
+
+# Region cells as SkyPilot's catalog spells them (skypilot-catalog catalogs/v8/vast/vms.csv, aws/vms.csv).
+SKY_ROWS = {"vast": ["Texas, US, NA", "Quebec, CA, NA"], "aws": ["us-east-1", "ap-south-1"]}
+
+
+@pytest.fixture
+def sky_catalog(tmp_path):
+    root = tmp_path / "sky-catalog"
+    for cloud, regions in SKY_ROWS.items():
+        (root / cloud).mkdir(parents=True)
+        rows = "".join(f'x,GPU,1,1.0,"{r}"\n' for r in regions)
+        (root / cloud / "vms.csv").write_text("InstanceType,AcceleratorName,AcceleratorCount,Price,Region\n" + rows)
+    return root
+
+
+def test_marketplace_location_in_skypilot_spelling_with_anywhere_as_alternative(tmp_path, recorder, sky_catalog):
+    plan = make_plan(offer("vast", "RTX3090", 0.33, count=2, region="Texas US"))
+    prep = launcher.prepare(plan, LaunchOptions(sky_catalog=sky_catalog), recorder, tmp_path / "t.yaml")
+    entries = _entries(yaml.safe_load(prep.yaml_path.read_text()))  # validated by SkyPilot in prepare
+    assert [e["infra"] for e in entries] == ["vast/Texas, US, NA", "vast"]
+    assert {e["accelerators"] for e in entries} == {"RTX3090:2"}
+    assert any("'Texas, US, NA'" in n for n in prep.selection.notes)
+
+
+@pytest.mark.parametrize("provider,with_catalog", [("aws", False), ("aws", True), ("runpod", False)])
+def test_unknown_region_is_refused_before_anything_is_written(provider, with_catalog, tmp_path, recorder, sky_catalog):
+    plan = make_plan(offer(provider, "RTX4090" if provider == "runpod" else "A10G", 1.0, region="mars-1"))
+    opts = LaunchOptions(sky_catalog=sky_catalog if with_catalog else tmp_path / "no-catalog")
+    with pytest.raises(BadInput, match="region 'mars-1'") as err:
+        launcher.prepare(plan, opts, recorder, tmp_path / "t.yaml")
+    assert "--region" in str(err.value) and not (tmp_path / "t.files").exists() and not recorder.calls
+
+
+def test_gated_model_without_hf_token_is_refused_before_launch(tmp_path, recorder):
+    plan = make_plan(offer("aws", "A10G", 1.0)).model_copy(update={"model": "meta-llama/Llama-2-7b-hf"})
+    with pytest.raises(BadInput, match="gated .* HF_TOKEN"):
+        launcher.prepare(plan, LaunchOptions(), recorder, tmp_path / "t.yaml", env={})
+    assert not recorder.calls
+    prep = launcher.prepare(plan, LaunchOptions(), recorder, tmp_path / "t.yaml", env={"HF_TOKEN": "hf_x"})
+    assert prep.checked.secrets_set == ["HF_TOKEN"]

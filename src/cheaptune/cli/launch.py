@@ -43,6 +43,8 @@ def launch(
     checkpoint_dir: str = checkpoint_dir_option("Remote checkpoint folder (the bucket mount)."),
     bucket: str = typer.Option(None, "--bucket", help="Checkpoint bucket name or URI (s3://..., gs://...)."),
     bucket_mode: str = typer.Option("MOUNT_CACHED", "--bucket-mode", help="MOUNT_CACHED or MOUNT."),
+    store: str = typer.Option(None, "--store", help="Object store of the checkpoint bucket: s3, gcs, azure, r2, ... "
+                              "(default: the store of the cloud every offer runs on)."),
     secret: list[str] = typer.Option(None, "--secret", help="Secret env NAME passed from your environment (repeatable)."),
     idle_minutes: int = typer.Option(10, "--idle-minutes", help="Cluster autodown after this many idle minutes."),
     max_restarts: int = typer.Option(1, "--max-restarts", help="Managed job: restarts after a crash (not preemptions)."),
@@ -99,7 +101,7 @@ def launch(
                                spot=spot_flag(spot), model=model, dataset=data, budget=budget)
     opts = LaunchOptions(
         mode="cluster" if cluster else "job", name=name, cluster=cluster, config=config,
-        checkpoint_dir=checkpoint_dir or DEFAULT_CHECKPOINT_DIR, bucket=bucket, bucket_mode=bucket_mode,
+        checkpoint_dir=checkpoint_dir or DEFAULT_CHECKPOINT_DIR, bucket=bucket, bucket_mode=bucket_mode, store=store,
         margin=margin, secrets=tuple(secret) if secret else DEFAULT_SECRETS, idle_minutes=idle_minutes,
         max_restarts_on_errors=max_restarts, install=install, index_url=index_url, disk_gb=None if disk_gib is None else math.ceil(disk_gib * GB_PER_GIB), max_hourly_cost=max_hourly_cost,
     )
@@ -107,7 +109,7 @@ def launch(
         prep = launcher.prepare(plan_obj, opts, backend, out)
         info = {"task_yaml": str(prep.yaml_path), "name": prep.task["name"],
                 "offers": [launcher.describe(o) for o in prep.selection.offers], "skipped": prep.selection.skipped,
-                "secrets_set": prep.checked.secrets_set, "secrets_unset": prep.checked.secrets_unset}
+                "notes": prep.selection.notes, "secrets_set": prep.checked.secrets_set, "secrets_unset": prep.checked.secrets_unset}
         if as_json:
             emit_json(info)
         else:
@@ -115,6 +117,8 @@ def launch(
                        f"offers: {'; '.join(info['offers'])}")
             typer.echo(f"secrets passed at launch: {', '.join(info['secrets_set']) or 'none'}; "
                        f"not set here: {', '.join(info['secrets_unset']) or 'none'}")
+            for note in info["notes"]:
+                typer.echo(f"note: {note}", err=True)
         return
     if watch and cluster:
         raise BadInput("--watch follows managed jobs; drop --cluster (a cluster is followed with `sky status`)")

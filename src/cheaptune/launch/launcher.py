@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -16,8 +16,16 @@ import yaml
 from cheaptune.launch import verify
 from cheaptune.launch.backend import Backend, LaunchResult
 from cheaptune.launch.options import LaunchOptions
+from cheaptune.launch.regions import skypilot_catalog_dir
 from cheaptune.launch.stage import stage, write_staging
-from cheaptune.launch.task import Selection, build_task, offer_prices, select_offers, task_name
+from cheaptune.launch.task import (
+    Selection,
+    build_task,
+    offer_prices,
+    resource_entries,
+    select_offers,
+    task_name,
+)
 from cheaptune.launch.verify import Checked
 from cheaptune.plan.planfile import Offer, PlanFile
 from cheaptune.util import atomic
@@ -55,18 +63,23 @@ def prepare(plan: PlanFile, opts: LaunchOptions, backend: Backend, out: str | Pa
     """Stage the files and write the task YAML, after checking what will run: the plan against its
     estimate, the remote plan and config through train's validation, the YAML through SkyPilot's."""
     opts.check()
+    if opts.sky_catalog is None:
+        opts = replace(opts, sky_catalog=skypilot_catalog_dir())
     name = task_name(plan, opts)
     yaml_path = Path(out) if out else home() / "launch" / name / "task.yaml"
     staging_dir = yaml_path.parent / f"{yaml_path.stem}.files"
     sel = select_offers(plan, opts.margin)
     verify.check_plan(plan, sel.offers)
+    resource_entries(sel.offers, opts.sky_catalog)  # regions in SkyPilot's spelling, before anything is written
     staged = stage(plan, opts)
+    checked = verify.check_secrets(opts, env)
+    verify.check_model_access(staged.hub_model, checked)
     price = max(offer_prices(sel.offers).values())  # what the run line's meter uses when the cloud is unknown
     write_staging(staged, staging_dir, check=lambda tmp: verify.check_run(tmp, opts, price))
     task, sel = build_task(plan, staged, str(staging_dir.resolve()), opts)
     text = dump_yaml(task)
     atomic.write_text(yaml_path, text, check=backend.validate)  # SkyPilot validates before it replaces `out`
-    return Prepared(plan, task, sel, yaml_path, staging_dir, verify.check_secrets(opts, env))
+    return Prepared(plan, task, sel, yaml_path, staging_dir, checked)
 
 
 def describe(offer: Offer) -> str:
@@ -98,7 +111,7 @@ def launch(
     return {
         "run_id": run_id, "name": name, "mode": opts.mode, "job_id": result.job_id, "cluster": result.cluster,
         "task_yaml": str(prep.yaml_path), "offers": [describe(o) for o in prep.selection.offers],
-        "skipped": prep.selection.skipped, "unset_secrets": unset,
+        "skipped": prep.selection.skipped, "notes": prep.selection.notes, "unset_secrets": unset,
     }
 
 

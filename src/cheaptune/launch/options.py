@@ -18,6 +18,8 @@ DEFAULT_CHECKPOINT_DIR = f"{REMOTE_ROOT}/checkpoints"
 # Secrets the trainer may need; only their NAMES go in the task, values come from our environment.
 DEFAULT_SECRETS = ("HF_TOKEN", "WANDB_API_KEY", "CHEAPTUNE_WEBHOOK_URL")
 BUCKET_MODES = ("MOUNT_CACHED", "MOUNT")
+# SkyPilot 0.14's object stores a bucket can live in (sky.data.storage.StoreType, less HF and VOLUME).
+STORES = ("s3", "gcs", "azure", "r2", "ibm", "oci", "nebius", "coreweave", "vastdata")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _URI = re.compile(r"^(s3|gs|r2|cos|oci|https)://\S+$")
 _TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}[a-z0-9]$")
@@ -44,6 +46,8 @@ class LaunchOptions:
     remote_root: str = REMOTE_ROOT
     disk_gb: int | None = None
     max_hourly_cost: float | None = None
+    store: str | None = None  # the checkpoint bucket's object store (default: the offers' cloud's own)
+    sky_catalog: Path | None = None  # SkyPilot's catalog folder for region checks (default: its own cache)
 
     @property
     def job_dir(self) -> str:
@@ -59,6 +63,11 @@ class LaunchOptions:
         return f"{self.remote_root}/model"
 
     @property
+    def venv_dir(self) -> str:
+        """The virtual environment cheaptune is installed into and runs from."""
+        return f"{self.remote_root}/venv"
+
+    @property
     def pkg_dir(self) -> str:
         """The cheaptune wheel the machine installs."""
         return f"{self.remote_root}/pkg"
@@ -69,7 +78,7 @@ class LaunchOptions:
             raise BadInput("cluster mode needs a cluster name: pass --cluster NAME")
         if self.name and not _TASK_NAME.match(self.name):
             raise BadInput(f"--name {self.name!r} must be 2-42 lowercase letters, digits or '-' (it names the bucket)")
-        if not 0 <= self.margin <= 1:
+        if not 0 <= self.margin <= 1:  # NaN fails too
             raise BadInput(f"--margin {self.margin} must be between 0 and 1 (0.10 = within 10% of the best)")
         if not self.checkpoint_dir.startswith("/") or self.checkpoint_dir.rstrip("/") == "":
             raise BadInput(f"--checkpoint-dir {self.checkpoint_dir!r} must be an absolute path on the remote machine")
@@ -77,6 +86,8 @@ class LaunchOptions:
             raise BadInput(f"remote root {self.remote_root!r} must be an absolute path")
         if self.index_url is not None and not self.index_url.startswith(("https://", "http://", "file://")):
             raise BadInput(f"--index-url {self.index_url!r} must be a URL (https://...) of a package index")
+        if self.store is not None and self.store not in STORES:
+            raise BadInput(f"--store {self.store!r} must be one of {', '.join(STORES)}")
         if self.bucket_mode not in BUCKET_MODES:
             raise BadInput(f"--bucket-mode {self.bucket_mode!r} must be one of {', '.join(BUCKET_MODES)}")
         if self.bucket and not (_BUCKET_NAME.match(self.bucket) or _URI.match(self.bucket)):
@@ -91,8 +102,8 @@ class LaunchOptions:
             raise BadInput("--idle-minutes must be at least 1")
         if self.disk_gb is not None and self.disk_gb < 16:
             raise BadInput(f"--disk-gb {self.disk_gb} is too small; give at least 16 (GB)")
-        if self.max_hourly_cost is not None and self.max_hourly_cost <= 0:
-            raise BadInput("--max-hourly-cost must be a positive USD amount")
+        if self.max_hourly_cost is not None and not 0 < self.max_hourly_cost < float("inf"):
+            raise BadInput(f"--max-hourly-cost must be a positive USD amount (got {self.max_hourly_cost!r})")
         if self.config is not None and not Path(self.config).is_file():
             raise BadInput(f"train config {self.config} not found; pass an existing YAML with --config")
         return self

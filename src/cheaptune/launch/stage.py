@@ -31,6 +31,7 @@ FULL_CKPT_BYTES_PER_PARAM = 14
 ADAPTER_CKPT_FRACTION = 0.05
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name, as the hub spells repo ids
 _MODEL_KEYS = ("base_model", "model_name_or_path", "model")  # train.config's names for the base model
+CONSTRAINTS = "constraints.txt"  # in the job folder: the pins setup installs with (launch.lock)
 
 
 @dataclass
@@ -42,6 +43,8 @@ class Staged:
     uploads: dict[str, str] = field(default_factory=dict)
     model_bytes: int | None = None
     data_bytes: int = 0
+    hub_model: str | None = None  # the hub id the machine downloads (None: a local folder is uploaded)
+    constraints: str = ""  # pip constraints for the machine's install (launch.lock)
 
 
 def _size(path: Path) -> int:
@@ -71,13 +74,12 @@ def remote_model(model: str) -> str | None:
         return None
     if local.exists():
         raise BadInput(f"model {model} is a file; training needs the model folder (config.json + weights)")
-    if _HUB_ID.match(model):
-        from cheaptune.catalog.models import list_models
+    from cheaptune.catalog.models import list_models, resolve_model
 
+    if _HUB_ID.match(model):
+        resolve_model(model)  # checked as `plan` checks it: the catalog, else the hub's config.json
         low = model.lower()
         return next((s.id for s in list_models() if low == s.id.lower()), model)  # hub ids stay ids
-    from cheaptune.catalog.models import resolve_model
-
     return resolve_model(model).id  # an alias -> its hub id; a missing path or unknown name -> BadInput
 
 
@@ -105,7 +107,7 @@ def stage(plan: PlanFile, opts: LaunchOptions) -> Staged:
     config = _read_config(Path(opts.config)) if opts.config is not None else {}
     key = next((k for k in _MODEL_KEYS if config.get(k)), None)
     model = str(config[key]) if key else plan.model
-    remote = remote_model(model)
+    remote = hub = remote_model(model)
     if remote is None:
         uploads[opts.model_dir] = str(Path(model).expanduser().resolve())
         remote = opts.model_dir
@@ -119,7 +121,7 @@ def stage(plan: PlanFile, opts: LaunchOptions) -> Staged:
     if not entries and plan.dataset:
         entries = [{"path": plan.dataset}]
     if not entries:
-        raise BadInput("no dataset to train on (the plan was made from a token count): pass --dataset FILE, "
+        raise BadInput("no dataset to train on (the plan was made from a token count): pass --data FILE, "
                        "or --config with datasets: [{path: ...}]")
     data_bytes, remote_data, by_local = 0, [], {}
     for i, entry in enumerate(entries):
@@ -142,12 +144,16 @@ def stage(plan: PlanFile, opts: LaunchOptions) -> Staged:
     # (autodown backs it up). The final adapter goes next to the checkpoints, into the bucket.
     config["on_finish"] = "nothing" if opts.mode == "job" else "terminate"
     config["output_dir"] = f"{opts.checkpoint_dir.rstrip('/')}/final"
+    from cheaptune.launch.lock import constraints
+
     return Staged(
         plan_text=yaml.safe_dump(remote_plan.model_dump(mode="json"), sort_keys=False),
         config_text=yaml.safe_dump(config, sort_keys=False),
         uploads=uploads,
         model_bytes=_model_bytes(model),
         data_bytes=data_bytes,
+        hub_model=hub,
+        constraints=constraints().text,
     )
 
 
@@ -157,6 +163,8 @@ def write_staging(staged: Staged, folder: Path, check: Callable[[Path], None] | 
     with atomic.atomic_dir(folder) as tmp:
         (tmp / "plan.yaml").write_text(staged.plan_text)
         (tmp / "config.yaml").write_text(staged.config_text)
+        if staged.constraints:
+            (tmp / CONSTRAINTS).write_text(staged.constraints)
         if check is not None:
             check(tmp)
 

@@ -11,16 +11,19 @@ import hashlib
 import json
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cheaptune.errors import BadInput, Infeasible, Preempted
 from cheaptune.launch.names import require_cloud, sky_cloud, sky_gpu
 from cheaptune.launch.options import LaunchOptions
-from cheaptune.launch.stage import Staged, disk_size_gb
+from cheaptune.launch.stage import CONSTRAINTS, Staged, disk_size_gb
 from cheaptune.plan.planfile import Offer, PlanFile
 
 # Headroom over the priciest chosen offer for `max_hourly_cost`: SkyPilot's catalog price for the same
 # machine may differ slightly from ours; the cap is there to stop a much pricier instance, not to fail.
 HOURLY_SLACK = 0.10
+# The object store of each cloud that has one (sky.data.storage.StoreType.from_cloud, skypilot 0.14.1).
+NATIVE_STORES = {"aws": "s3", "gcp": "gcs", "azure": "azure", "oci": "oci", "ibm": "ibm", "nebius": "nebius"}
 RECOVERY_STRATEGY = "EAGER_NEXT_REGION"  # SkyPilot 0.14's default; named so the YAML says what it does
 QLORA_METHODS = ("qlora",)
 
@@ -31,6 +34,7 @@ class Selection:
 
     offers: list[Offer]
     skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # how the offers were put in SkyPilot's terms
 
 
 def _total(offer: Offer, plan: PlanFile) -> float:
@@ -76,16 +80,39 @@ def _key(o: Offer) -> tuple:
     return (sky_cloud(o.provider) or o.provider, o.region, o.gpu, o.gpu_count, o.num_nodes, o.spot)
 
 
-def resource_entry(offer: Offer) -> dict:
-    """One offer in SkyPilot's spelling: infra cloud[/region], accelerators NAME:COUNT, use_spot."""
+def resource_entry(offer: Offer, catalog: Path | None = None) -> tuple[dict, str | None]:
+    """One offer in SkyPilot's spelling (infra cloud[/region], accelerators NAME:COUNT, use_spot) and a
+    note when its region had to be respelled or widened (launch.regions)."""
+    from cheaptune.launch.regions import sky_region
+
     cloud = require_cloud(offer.provider)
-    region = offer.region.strip()
-    infra = cloud if region.lower() in ("", "any", "*") or "/" in region else f"{cloud}/{region}"
-    return {"infra": infra, "accelerators": f"{sky_gpu(offer.gpu, cloud)}:{offer.gpu_count}", "use_spot": offer.spot}
+    region = sky_region(offer.provider, cloud, offer.region, catalog)
+    infra = cloud if region.sky is None else f"{cloud}/{region.sky}"
+    entry = {"infra": infra, "accelerators": f"{sky_gpu(offer.gpu, cloud)}:{offer.gpu_count}", "use_spot": offer.spot}
+    return entry, region.note
+
+
+def resource_entries(offers: list[Offer], catalog: Path | None) -> tuple[list[dict], list[str]]:
+    """The task's `any_of`: every chosen offer, then, for a marketplace location, the same GPU anywhere on
+    that marketplace (a host's listing may be gone by launch; the price cap still holds)."""
+    from cheaptune.launch.names import _table
+
+    entries, notes = [], []
+    for o in offers:
+        entry, note = resource_entry(o, catalog)
+        entries.append(entry)
+        notes += [note] if note else []
+    for entry in list(entries):
+        cloud = entry["infra"].split("/")[0]
+        anywhere = {**entry, "infra": cloud}
+        if cloud in _table().get("marketplaces", []) and anywhere not in entries:
+            entries.append(anywhere)
+            notes.append(f"{entry['infra']} {entry['accelerators']}: also any {cloud} location, if that host is gone")
+    return entries, notes
 
 
 def _resources(plan: PlanFile, sel: Selection, staged: Staged, opts: LaunchOptions) -> dict:
-    entries = [resource_entry(o) for o in sel.offers]
+    entries, sel.notes = resource_entries(sel.offers, opts.sky_catalog)
     res: dict = dict(entries[0]) if len(entries) == 1 else {"any_of": entries}
     res["disk_size"] = opts.disk_gb or disk_size_gb(plan, staged)
     cap = opts.max_hourly_cost
@@ -111,10 +138,26 @@ def bucket_of(opts: LaunchOptions, name: str) -> str:
     return opts.bucket or f"cheaptune-ckpt-{name}"
 
 
-def _bucket_mount(opts: LaunchOptions, name: str) -> dict:
+def bucket_store(opts: LaunchOptions, offers: list[Offer]) -> tuple[str | None, str | None]:
+    """The store a named bucket is created in, and a note when none could be chosen: --store, else the
+    object store of the cloud every offer runs on (SkyPilot's StoreType.from_cloud). A URI names its own."""
+    if opts.bucket and "://" in opts.bucket:
+        return None, None
+    if opts.store:
+        return opts.store, None
+    clouds = {require_cloud(o.provider) for o in offers}
+    native = {NATIVE_STORES.get(c) for c in clouds}
+    if len(native) == 1 and None not in native:
+        return native.pop(), None
+    return None, (f"the checkpoint bucket needs an object store and {'/'.join(sorted(clouds))} offers none of "
+                  f"one kind: SkyPilot creates it on an enabled cloud with storage; pass --store "
+                  f"({', '.join(NATIVE_STORES.values())}, r2, ...) to choose")
+
+
+def _bucket_mount(opts: LaunchOptions, name: str, store: str | None) -> dict:
     bucket = bucket_of(opts, name)
     key = "source" if "://" in bucket else "name"
-    return {key: bucket, "mode": opts.bucket_mode, "persistent": True}
+    return {key: bucket, "mode": opts.bucket_mode, "persistent": True, **({"store": store} if store else {})}
 
 
 def extras(plan: PlanFile) -> tuple[str, ...]:
@@ -129,6 +172,8 @@ def extras(plan: PlanFile) -> tuple[str, ...]:
 
 
 def _install_lines(plan: PlanFile, opts: LaunchOptions, uploads: dict[str, str]) -> list[str]:
+    """Into a virtual environment (Debian/Ubuntu images refuse a system `pip install`, PEP 668), with the
+    tested lock as constraints (launch.lock), so the machine runs the versions the tests ran."""
     from cheaptune.launch.package import package
 
     pkg = package(extras(plan), opts.install)
@@ -137,14 +182,17 @@ def _install_lines(plan: PlanFile, opts: LaunchOptions, uploads: dict[str, str])
         uploads[f"{opts.pkg_dir}/{pkg.local.name}"] = str(pkg.local)
         spec = f"{opts.pkg_dir}/{pkg.spec}"
     index = f"--index-url {shlex.quote(opts.index_url)} " if opts.index_url else ""
+    venv = shlex.quote(opts.venv_dir)
     return [
         "set -euo pipefail",
-        "python3 -m pip install --upgrade pip",
+        # ensurepip is a separate package on Debian/Ubuntu (python3-venv)
+        f"python3 -m venv {venv} || {{ sudo apt-get update -q && sudo apt-get install -y -q python3-venv "
+        f"&& python3 -m venv {venv}; }}",
         # On Linux x86_64 the default torch wheel is the CUDA build; on a GPU machine, fail here (before
         # the run is paid for) if torch cannot see the GPU.
-        f"python3 -m pip install {index}{shlex.quote(spec)}",
+        f"{venv}/bin/python -m pip install {index}-c {shlex.quote(f'{opts.job_dir}/{CONSTRAINTS}')} {shlex.quote(spec)}",
         "if command -v nvidia-smi >/dev/null 2>&1; then "
-        "python3 -c 'import torch; assert torch.cuda.is_available(), \"torch has no CUDA on this machine\"'; fi",
+        f"{venv}/bin/python -c 'import torch; assert torch.cuda.is_available(), \"torch has no CUDA on this machine\"'; fi",
     ]
 
 
@@ -175,7 +223,7 @@ def offer_prices(offers: list[Offer]) -> dict[str, float]:
 # torchrun's static rendezvous from what SkyPilot exports on every node; node 0 (the first IP) hosts it.
 # Used for every multi-GPU task (one node too), so single- and multi-node runs take the same path.
 TORCHRUN = (
-    "python3 -m torch.distributed.run --nnodes=$SKYPILOT_NUM_NODES --node_rank=$SKYPILOT_NODE_RANK "
+    "{venv}/bin/python -m torch.distributed.run --nnodes=$SKYPILOT_NUM_NODES --node_rank=$SKYPILOT_NODE_RANK "
     '--master_addr=$(echo "$SKYPILOT_NODE_IPS" | head -n1) --master_port=29500 '
     "--nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE -m cheaptune"
 )
@@ -193,10 +241,11 @@ def _run_lines(plan: PlanFile, opts: LaunchOptions, offers: list[Offer]) -> list
         args += ' --spot-notice "$NOTICE"'
     # exec: the trainer replaces the shell, so a preemption's SIGTERM reaches it and its exit code
     # (143 preempted, 10 budget) is the job's, which is what job_recovery reads.
+    venv = shlex.quote(opts.venv_dir)
     if any(o.gpu_count > 1 or o.num_nodes > 1 for o in offers):
-        lines.append(f"exec {TORCHRUN} {args}")
+        lines.append(f"exec {TORCHRUN.format(venv=venv)} {args}")
     else:
-        lines.append(f"exec cheaptune {args}")
+        lines.append(f"exec {venv}/bin/cheaptune {args}")
     return lines
 
 
@@ -206,7 +255,8 @@ def build_task(plan: PlanFile, staged: Staged, staging_dir: str, opts: LaunchOpt
     name = task_name(plan, opts)
     uploads = dict(staged.uploads)
     setup = _install_lines(plan, opts, uploads)
-    file_mounts: dict = {opts.job_dir: staging_dir, **uploads, opts.checkpoint_dir: _bucket_mount(opts, name)}
+    store, note = bucket_store(opts, sel.offers)
+    file_mounts: dict = {opts.job_dir: staging_dir, **uploads, opts.checkpoint_dir: _bucket_mount(opts, name, store)}
     task = {
         "name": name,
         "resources": _resources(plan, sel, staged, opts),
@@ -220,6 +270,7 @@ def build_task(plan: PlanFile, staged: Staged, staging_dir: str, opts: LaunchOpt
         "setup": "\n".join(setup) + "\n",
         "run": "\n".join(_run_lines(plan, opts, sel.offers)) + "\n",
     }
+    sel.notes += [note] if note else []
     if not task["secrets"]:
         del task["secrets"]
     if plan.offer.num_nodes > 1:

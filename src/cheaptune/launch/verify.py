@@ -16,6 +16,7 @@ from cheaptune.errors import BadInput
 from cheaptune.launch.options import LaunchOptions
 from cheaptune.plan.planfile import Offer, PlanFile
 
+GATED_FILE = Path(__file__).parent / "data" / "gated.yaml"
 _FIX = "fix the plan (re-plan with `cheaptune plan ... --save`) or the --config file"
 
 
@@ -76,3 +77,22 @@ def check_secrets(opts: LaunchOptions, env: Mapping[str, str] | None = None) -> 
     env = os.environ if env is None else env
     have = [s for s in opts.secrets if env.get(s)]
     return Checked(secrets_set=have, secrets_unset=[s for s in opts.secrets if s not in have])
+
+
+def gated_owners() -> dict:
+    """Hub owners whose repos are gated, with the public reports that say so (data/gated.yaml)."""
+    import yaml
+
+    return yaml.safe_load(GATED_FILE.read_text(encoding="utf-8"))["owners"]
+
+
+def check_model_access(hub_model: str | None, checked: Checked) -> None:
+    """A gated hub model needs HF_TOKEN on the machine: with none passed, the paid run would fail at its
+    download, so say it now."""
+    if hub_model is None or "HF_TOKEN" in checked.secrets_set:
+        return
+    owner = hub_model.split("/")[0].lower()
+    if owner in {o.lower() for o in gated_owners()}:
+        raise BadInput(f"model {hub_model} is gated on the Hugging Face hub and HF_TOKEN is not set here, so the "
+                       f"machine could not download it: accept its licence at https://huggingface.co/{hub_model}, "
+                       "export HF_TOKEN and launch again (or pass a local copy with --model DIR)")
