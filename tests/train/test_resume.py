@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -92,6 +93,7 @@ def test_kill_during_checkpoint_write_keeps_previous_usable(tiny_model_dir, chat
     # Also damage checkpoint-4: resume must skip it with a warning and take checkpoint-2.
     (out / "checkpoint-4" / ADAPTER).write_bytes(b"garbage")
     assert ck.newest_valid(out, warn=lambda m: None) == out / "checkpoint-2"
+    tokens_before = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())["num_input_tokens_seen"]
 
     assert _main(args) == 0
     printed = capsys.readouterr().out
@@ -99,6 +101,22 @@ def test_kill_during_checkpoint_write_keeps_previous_usable(tiny_model_dir, chat
     assert "resuming from" in printed and "checkpoint-2" in printed
     assert not (out / ck.STAGING).exists()
     _assert_same_as_reference(out, reference)
+    _assert_resumed_speed(out, tokens_before)
+
+
+def _assert_resumed_speed(out: Path, tokens_before: int) -> None:
+    """The speed of a resumed run counts only this segment's tokens, though checkpoint rotation deleted the
+    one it resumed from (it read 0 tokens there, so all tokens over this segment's seconds: ~2x); the
+    registry's elapsed_s covers every segment, as its tokens do, so runs/ui/calibrate read one run."""
+    from cheaptune.runs.registry import Registry
+
+    s = summary(out)
+    assert not (out / "checkpoint-2").exists()  # rotated away while training
+    assert 0 < tokens_before < s["tokens"]
+    assert s["tokens_per_s"] == pytest.approx((s["tokens"] - tokens_before) / s["seconds_this_segment"], rel=1e-3)
+    run = Registry().list_runs()[0]
+    assert run["tokens"] == s["tokens"] and run["tokens_per_s"] == s["tokens_per_s"]
+    assert run["elapsed_s"] > s["seconds_this_segment"]  # the killed segment's time is in it
 
 
 def test_sigterm_saves_exits_143_then_resumes_identically(tiny_model_dir, chat_file, reference, tmp_path, run_cli):

@@ -112,6 +112,11 @@ class GuardCallback(TrainerCallback):
         return (self._t_end if self._t_end is not None else self.clock()) - self._t0
 
     @property
+    def total_elapsed_s(self) -> float:
+        """Metered seconds over every segment of the run (earlier ones from the registry or the ledger)."""
+        return self._prior_s + self.elapsed_s
+
+    @property
     def cost_usd(self) -> float | None:
         """Billed cost of the run so far (earlier segments included); None without a price."""
         return None if self.settings.price_per_hour is None else self.meter.billed(self.elapsed_s)

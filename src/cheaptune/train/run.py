@@ -174,7 +174,7 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
     flag.install()
     poller = _spot_poller(cfg, flag)
     start = time.monotonic()
-    tokens0 = 0
+    tokens0 = _tokens_at(resume_from) if resume_from is not None else 0  # now: rotation may delete it while training
 
     def rebuild(new_cfg: TrainConfig, old: Any) -> Any:
         """The same model, data and callbacks under the settings an out-of-memory fallback chose."""
@@ -195,8 +195,6 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
         if poller is not None:
             poller.stop()
     seconds = time.monotonic() - start
-    if resume_from is not None:
-        tokens0 = _tokens_at(resume_from)
 
     if preempt.stopped_at is not None:
         took = trainer.last_save_seconds or 0.0
@@ -231,7 +229,7 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
                                         final_eval_loss=final_eval, precision=prec.name, extra=extra)
         finish("finished", steps=trainer.state.global_step, tokens=summary["tokens"],
                tokens_per_s=summary["tokens_per_s"], train_loss=summary["final_train_loss"],
-               eval_loss=final_eval, elapsed_s=seconds)
+               eval_loss=final_eval, elapsed_s=guard.total_elapsed_s)
     return TrainResult(out_dir, summary, resume_from)
 
 
