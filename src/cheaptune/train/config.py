@@ -36,7 +36,7 @@ class DatasetSpec(BaseModel):
 class TrainConfig(BaseModel):
     """Everything `cheaptune train` needs; field names follow Axolotl, aliases follow HF."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)  # no inf budget or price
 
     base_model: str | None = Field(None, validation_alias=AliasChoices("base_model", "model_name_or_path", "model"))
     method: Method | None = Field(None, description="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning")
