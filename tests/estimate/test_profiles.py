@@ -17,7 +17,7 @@ STOCK = Path(__file__).parent / "data" / "axolotl_llama2_qlora.yml"  # axolotl v
 
 
 def test_every_profile_setting_names_its_source():
-    assert set(trainers()) == {"cheaptune", "hf", "axolotl", "llama-factory", "litgpt", "torchtune"}
+    assert set(trainers()) == {"cheaptune", "hf", "axolotl", "llama-factory", "litgpt", "torchtune", "unsloth"}
     for prof in _profiles().values():
         for name in (f.name for f in dataclasses.fields(prof)):
             if name in ("name", "about", "version", "sources", "package", "release", "releases"):
@@ -229,3 +229,29 @@ def test_any_peft_method_is_built_from_its_saved_config(tiny_cfg):
         estimate_memory(EstimateRequest(**base, peft_config=json.dumps({"peft_type": "NOPE"})))
     with pytest.raises(BadInput, match="adapter method"):
         estimate_memory(EstimateRequest(**{**base, "method": "full"}, peft_config=json.dumps(vera)))
+
+
+def test_litgpt_quantizes_falcons_linears_where_transformers_leaves_them_16_bit():
+    """litgpt's own model has plain torch.nn.Linear layers, all swapped to 4 bits; transformers' 4-bit loader
+    skips FalconLinear, so only the transformers-based profiles refuse falcon QLoRA."""
+    from transformers import FalconConfig
+
+    cfg = FalconConfig(hidden_size=64, num_attention_heads=4, multi_query=True, new_decoder_architecture=False,
+                       alibi=False, num_hidden_layers=2, vocab_size=128, max_position_embeddings=512).to_dict()
+    base = dict(model=cfg, method="qlora", micro_batch=1, seq_len=32, lora_targets="qv")
+    lit = estimate_memory(EstimateRequest(**base, trainer="litgpt"))
+    assert lit.basis == "simulated" and lit.total_params > lit.trainable_params > 0
+    with pytest.raises(BadInput, match="FalconLinear are not replaced"):
+        estimate_memory(EstimateRequest(**base, trainer="hf"))
+
+
+def test_unsloth_offloaded_checkpointing_keeps_block_inputs_off_the_gpu(tiny_cfg):
+    """Unsloth's checkpointing moves each block's input to host RAM: the GPU holds no block input between
+    forward and backward, where in-GPU (reentrant) checkpointing holds one per block."""
+    kw = dict(model=tiny_cfg.to_dict(), method="qlora", micro_batch=4, seq_len=256, grad_ckpt=True, trainer="unsloth")
+    offloaded = estimate_memory(EstimateRequest(**kw)).breakdown["activations"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(_profiles(), "unsloth", dataclasses.replace(get_profile("unsloth"), offload_ckpt=False))
+        on_gpu = estimate_memory(EstimateRequest(**kw, full_sim=True)).breakdown["activations"]
+    block_input = 4 * 256 * tiny_cfg.hidden_size * 2  # [b, s, h] in bf16
+    assert on_gpu - offloaded >= (tiny_cfg.num_hidden_layers - 1) * block_input

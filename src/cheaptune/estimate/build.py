@@ -111,6 +111,15 @@ def _replace_with_nf4(model, req) -> None:
     model.is_loaded_in_4bit = True
 
 
+def _plain_linears(model) -> None:
+    """The trainer's own model code has plain torch.nn.Linear where the HF class has subclasses (FalconLinear):
+    make them plain, so the 4-bit replacement (exact type nn.Linear only) quantizes them as the trainer does."""
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Linear) and type(mod) is not torch.nn.Linear and type(mod).__module__.startswith(
+                "transformers."):
+            mod.__class__ = torch.nn.Linear
+
+
 # QLoRA is only QLoRA when bitsandbytes replaced (nearly) every block weight: falcon's FalconLinear and
 # fused MoE experts (Mixtral) are skipped by transformers' 4-bit loader, which would leave a 16-bit base.
 MIN_QUANTIZED_SHARE = 0.90
@@ -146,6 +155,8 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
     apply_model_quirks(model, getattr(req, "trainer", None))
     quantized = req.method == "qlora"
     if quantized:
+        if get_profile(getattr(req, "trainer", None)).all_linears_4bit:
+            _plain_linears(model)
         _replace_with_nf4(model, req)
         check_quantized(model, cfg.model_type)
         if kbit_prep(req):
@@ -169,8 +180,10 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
         # reentrant_ckpt (data/versions.yaml): transformers before #43203 ran torch's reentrant checkpointing; its
         # first forward is under no_grad, so nothing a layer keeps outside save_for_backward (bitsandbytes
         # < 0.43.2's ctx.tensors, simulate._keep_4bit_inputs) outlives the layer
-        model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": mechanism(req, "reentrant_ckpt")})
+        offload = get_profile(getattr(req, "trainer", None)).offload_ckpt
+        model.activation_checkpointing_enable(
+            activation_checkpointing_kwargs={"use_reentrant": offload or mechanism(req, "reentrant_ckpt")},
+            offload=offload)
         if req.method != "full":
             model.enable_input_require_grads()
     add_trainer_loss_head(model)

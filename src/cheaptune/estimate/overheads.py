@@ -36,8 +36,11 @@ def workspaces(req, cfg: dict, max_quant_linear: int) -> dict[str, int]:
     return {"forward": base + dequant, "backward": base + max(flash, dequant), "optimizer": base}
 
 
-def reserved_and_total(peak_allocated: int) -> tuple[int, int]:
+def reserved_and_total(peak_allocated: int, slack_fraction: float | None = None) -> tuple[int, int]:
+    """(peak reserved, device total); `slack_fraction` replaces the fitted constant (the bench refits it
+    without each source it scores)."""
     c = constants()
-    slack = max(int(peak_allocated * c["allocator_slack_fraction"]), int(c["allocator_slack_min_bytes"]))
+    fraction = c["allocator_slack_fraction"] if slack_fraction is None else slack_fraction
+    slack = max(int(peak_allocated * fraction), int(c["allocator_slack_min_bytes"]))
     reserved = peak_allocated + slack
     return reserved, reserved + int(c["cuda_context_bytes"])

@@ -47,6 +47,8 @@ class Profile:
     fp32_outputs: bool = False
     fused_gelu: bool = False
     fused_qkv: bool = False
+    all_linears_4bit: bool = False
+    offload_ckpt: bool = False
     not_simulated: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     package: str = ""  # the trainer's own package, whose version --trainer NAME==X names (estimate/versions.py)

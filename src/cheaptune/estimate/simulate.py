@@ -141,7 +141,7 @@ def simulate(req, cfg, real: bool = False, steps: int = 2, loss_kernels: str = "
             _keep_4bit_inputs(model)
         kernels = _gpu_loss_kernels() if loss_kernels == "gpu" else contextlib.nullcontext()
         with mode, kernels, (contextlib.nullcontext() if real else _real_mask_decision()), \
-                _math_sdpa_16bit(mechanism(req, "math_sdpa_16bit")):
+                _math_sdpa_16bit(mechanism(req, "math_sdpa_16bit")), _host_offload():
             return _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin)
 
 
@@ -173,6 +173,24 @@ def _math_sdpa_16bit(on: bool):
         yield
     finally:
         torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(before)
+
+
+@contextlib.contextmanager
+def _host_offload():
+    """transformers' offloaded checkpointing packs each saved block input into host RAM (torch save_on_cpu);
+    here every tensor is on the CPU, so the pack keeps only shape and dtype (nothing held on the 'GPU') and
+    the unpack allocates the copy brought back for the block's recompute."""
+    from unittest import mock
+
+    from transformers import modeling_utils
+
+    def offloaded(**_kwargs):
+        return torch.autograd.graph.saved_tensors_hooks(
+            lambda t: (t.shape, t.dtype, t.requires_grad),
+            lambda m: torch.empty(m[0], dtype=m[1]).requires_grad_(m[2]))
+
+    with mock.patch.object(modeling_utils, "save_on_cpu", offloaded):
+        yield
 
 
 def _noop(*_args, **_kwargs) -> None:
