@@ -173,8 +173,45 @@ def test_forced_projection_trains_on_to_the_cap():
     assert cb.stop_reason == "budget" and saves == [state.global_step]
     assert 0.10 - 0.02 <= cb.cost_usd <= 0.10 + 0.01  # within one step ($0.01) of the cap
     assert "projection" in [k for k, _ in alerter.sent]
-    assert "stopped at the budget cap" in cb.stop_message and f"${cb.cost_usd:.4f} of $0.1000" in cb.stop_message
+    assert "stopped before the budget cap" in cb.stop_message and f"${cb.cost_usd:.4f} of $0.1000" in cb.stop_message
     assert "--budget" in cb.stop_message
+
+
+def test_a_budget_stop_says_the_next_step_would_pass_the_cap():
+    # $1/s, 10 s steps + 3 s checkpoint: stops when the next step and its save would bill over $100
+    cb, clock, _ = make(GuardSettings(price_per_hour=3600.0, budget_usd=100.0, checkpoint_s=3.0, force=True))
+    run_loop(cb, clock, max_steps=100, step_s=10, save_s=3)
+    assert cb.stop_reason == "budget"
+    message = cb.stop_message
+    assert "stopped before the budget cap" in message and "stopped at the budget cap" not in message
+    billed = float(message.split("the bill would be $")[1].split(";")[0])
+    assert billed > 100.0 > cb.cost_usd  # what it would have billed passes the cap; what it spent does not
+    assert "(~13 s)" in message
+
+
+def test_thresholds_fire_in_order_on_a_resumed_run():
+    reg = Registry()
+    run = reg.start_run(name="t", price_per_hour=3600.0)
+    s = GuardSettings(price_per_hour=3600.0, budget_usd=100.0, alert_thresholds=(0.8, 0.5), checkpoint_s=0.0)
+    cb, clock, alerter = make(s, run)
+    run_loop(cb, clock, max_steps=4, step_s=10)  # $40: below both
+    assert alerter.sent == []
+    run.finish("preempted")
+    cb2, clock2, alerter2 = make(s, reg.resume_run(run.id))
+    cb2.on_train_begin(None, type("S", (), {"global_step": 4, "max_steps": 10})(), None)
+    clock2.advance(45)  # a slow first step: $85 spent, past both thresholds at once
+    cb2._threshold_alert(0.8)  # the 80% timer fires first (before the step end checks 50%)
+    assert [m.split()[0] for _, m in alerter2.sent] == ["50%", "80%"]
+
+
+def test_the_meter_starts_when_the_process_started():
+    clock = FakeClock()
+    started = clock.t
+    clock.advance(30)  # imports, model load, tokenising: billed on a rented machine
+    cb = GuardCallback(GuardSettings(price_per_hour=3600.0), clock=clock, alerter=RecordingAlerter(), started_at=started)
+    run_loop(cb, clock, max_steps=2, step_s=10, log_every=100)
+    assert cb.cost_usd == pytest.approx(30 + 2 * 10)
+    assert cb._step_s == pytest.approx(10)  # start-up is billed, not counted as a step's time
 
 
 def test_projection_is_checked_again_every_n_minutes():

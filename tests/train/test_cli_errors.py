@@ -84,3 +84,15 @@ def test_wandb_without_api_key_is_one_line(run_cli, monkeypatch, tiny_model_dir,
     assert code == 2
     assert err.strip().splitlines()[-1].startswith("error: report_to: wandb has no API key; run `wandb login`")
     assert not (tmp_path / "o" / "training_summary.json").exists()
+
+
+def test_the_train_process_bills_from_its_own_start():
+    import time
+
+    from cheaptune.cli.train import _own_process, _process_started
+
+    assert _own_process(["/venv/bin/cheaptune", "train", "cfg.yaml"])
+    assert _own_process(["/src/cheaptune/__main__.py", "train"])
+    assert not _own_process(["/venv/bin/pytest", "-q", "train"])  # the CLI run in-process: training begin
+    age = time.monotonic() - _process_started()
+    assert 0 < age < time.monotonic()  # this process began before now, on the same clock

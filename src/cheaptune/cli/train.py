@@ -93,6 +93,8 @@ def train(
     import subprocess
     import sys
 
+    started_at = _process_started() if _own_process(sys.argv) else None  # the meter's start (None: train begin)
+
     from cheaptune.errors import BadInput, CheaptuneError
     from cheaptune.train.config import build
     from cheaptune.train.distributed import EXIT_FILE, children_exit, is_child, launch_argv, record_exit
@@ -149,7 +151,7 @@ def train(
             Path(cfg.output_dir, EXIT_FILE).unlink(missing_ok=True)
             raise typer.Exit(children_exit(cfg.output_dir, subprocess.run(argv).returncode))
         try:
-            result = run_train(cfg, force=force)
+            result = run_train(cfg, force=force, started_at=started_at)
         except CheaptuneError as err:
             if child:
                 record_exit(cfg.output_dir, err.exit_code)
@@ -178,6 +180,20 @@ def _gpus_and_sharding(plan: Path | None, gpus: int | None, sharding: str | None
             gpus = p.offer.gpu_count
         sharding = sharding or p.train.sharding
     return (1 if gpus is None else gpus), sharding or "ddp"
+
+
+def _own_process(argv: list[str]) -> bool:
+    """Is this process `cheaptune train` (its start-up then billed), not a caller running the CLI in-process?"""
+    return Path(argv[0]).name in ("cheaptune", "__main__.py") and argv[1:2] == ["train"]
+
+
+def _process_started() -> float:
+    """This process's start on the time.monotonic() clock (psutil, which accelerate requires, knows it)."""
+    import time
+
+    import psutil
+
+    return time.monotonic() - max(time.time() - psutil.Process().create_time(), 0.0)
 
 
 def _train_args(argv: list[str]) -> list[str]:

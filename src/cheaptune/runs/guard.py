@@ -51,7 +51,7 @@ log = logging.getLogger("cheaptune.runs")
 __all__ = ["GuardSettings", "GuardCallback", "apply_on_finish", "attach", "make_alerter"]
 
 STOP_MESSAGES = {
-    "budget": "stopped at the budget cap after a checkpoint",
+    "budget": "stopped before the budget cap, after a checkpoint: one more step with its checkpoint would pass it",
     "projection": "stopped on a projection, before the cap, after a checkpoint",
     "max_hours": "stopped at --max-hours after a checkpoint",
     "idle": "stopped after no progress for the idle limit, after a checkpoint",
@@ -79,8 +79,9 @@ class GuardCallback(TrainerCallback):
     """The guard rails as a TrainerCallback; `clock` (seconds, monotonic) is injectable for tests."""
 
     def __init__(self, settings: GuardSettings, run=None, clock: Callable[[], float] = time.monotonic,
-                 alerter: Alerter | None = None) -> None:
+                 alerter: Alerter | None = None, started_at: float | None = None) -> None:
         self.settings, self.run, self.clock = settings, run, clock
+        self.started_at = started_at  # `clock` time the meter starts (train: the process start; else train begin)
         self.alerter = alerter or make_alerter(settings)
         # Resolve the shutdown command now, so a bad preset fails before any money is spent.
         self.shutdown = shutdown_command(settings.on_finish, settings.shutdown_preset, settings.shutdown_command)
@@ -92,7 +93,8 @@ class GuardCallback(TrainerCallback):
         self._prior_s = 0.0
         self._prior: ledger.Prior | None = None
         self._t_end: float | None = None
-        self._t0 = self._mark = self._step_start = self._last_end = self._first_end = None
+        self._t0 = self._mark = self._step_start = self._last_end = self._first_end = self._begin = None
+        self._next_bill: tuple[float, float] | None = None  # (seconds, billed $) of the step a budget stop skipped
         self._start_step = self._step = self._max_steps = 0
         self._step_s = self._wait = 0.0
         self._save_s: float | None = None
@@ -102,6 +104,7 @@ class GuardCallback(TrainerCallback):
         self._next_projection: float | None = None
         self.projection_text = ""
         self._lock = threading.Lock()
+        self._order = threading.Lock()  # threshold alerts go out one batch at a time, lowest first
         self._timers: list[threading.Timer] = []
 
     # ---- figures ----
@@ -144,6 +147,9 @@ class GuardCallback(TrainerCallback):
             return f"{STOP_MESSAGES[reason]}: {self.projection_text}; {RESUME_ADVICE[reason]}"
         cost, budget = self.cost_usd, self.settings.budget_usd
         spent = "" if cost is None else f" ({usd(cost)}{f' of {usd(budget)}' if budget else ''} spent)"
+        if reason == "budget" and self._next_bill is not None:
+            secs, billed = self._next_bill
+            spent += f"; with one more step and its checkpoint (~{secs:.3g} s) the bill would be {usd(billed)}"
         return STOP_MESSAGES.get(reason, "not stopped") + spent + (f"; {RESUME_ADVICE[reason]}" if reason else "")
 
     def status(self) -> dict:
@@ -203,7 +209,8 @@ class GuardCallback(TrainerCallback):
             self._max_steps, self._t_end = state.max_steps, None
             return control
         self._load_prior()
-        self._t0 = self._mark = self.clock()
+        self._begin = self._mark = self.clock()
+        self._t0 = self._begin if self.started_at is None else min(self.started_at, self._begin)  # start-up is billed
         self._start_step = self._step = state.global_step
         self._max_steps = state.max_steps
         if self.settings.idle_minutes:
@@ -226,7 +233,7 @@ class GuardCallback(TrainerCallback):
             warning = self.starvation.add(self._wait, now - self._step_start)
             if warning:
                 self._alert("starvation", warning, once=None, level_only=True)
-        cycle = now - (self._last_end if self._last_end is not None else self._t0)
+        cycle = now - (self._last_end if self._last_end is not None else self._begin)
         self._step_s = cycle if self._last_end is None else max(cycle, 0.8 * self._step_s + 0.2 * cycle)
         self._last_end = self._mark = now
         if self._first_end is None:
@@ -290,20 +297,26 @@ class GuardCallback(TrainerCallback):
         s, elapsed = self.settings, self.elapsed_s
         lookahead = self._step_s + self.save_s
         if s.budget_usd and s.price_per_hour is not None:
-            for t in s.alert_thresholds:
-                if self.meter.accrued(elapsed) >= t * s.budget_usd:
-                    self._threshold_alert(t)
+            reached = [t for t in s.alert_thresholds if self.meter.accrued(elapsed) >= t * s.budget_usd]
+            if reached:
+                self._threshold_alert(max(reached))
             self._check_projection(control)
             if self.meter.billed(elapsed + lookahead) > s.budget_usd:
+                if self.stop_reason is None:
+                    self._next_bill = (lookahead, self.meter.billed(elapsed + lookahead))
                 self._stop(control, "budget")
         if s.max_hours and self._prior_s + elapsed + lookahead > s.max_hours * 3600:
             self._stop(control, "max_hours")
 
     def _threshold_alert(self, t: float) -> None:
+        """The alert for `t` and, first, those of every lower threshold not yet sent: in order, whichever of a
+        timer or a step end gets there first (a resumed run past 50% must not say 80% before 50%)."""
         budget = self.settings.budget_usd or 0.0
         spent = self.meter.accrued(self.elapsed_s)
-        self._alert("budget_threshold", f"{t:.0%} of the {usd(budget)} budget used ({usd(spent)} spent)",
-                    once=f"budget:{t:g}")
+        with self._order:
+            for low in sorted(x for x in self.settings.alert_thresholds if x <= t):
+                self._alert("budget_threshold", f"{low:.0%} of the {usd(budget)} budget used ({usd(spent)} spent)",
+                            once=f"budget:{low:g}")
 
     def _schedule_thresholds(self) -> None:
         """One timer per threshold not yet reached, at the moment the money spent reaches it."""
@@ -311,7 +324,7 @@ class GuardCallback(TrainerCallback):
         if not (s.budget_usd and s.price_per_hour):
             return
         for t in s.alert_thresholds:
-            delay = (t * s.budget_usd - self.meter.accrued(0.0)) / s.price_per_hour * 3600
+            delay = (t * s.budget_usd - self.meter.accrued(self.elapsed_s)) / s.price_per_hour * 3600
             if delay > 0:
                 timer = threading.Timer(delay, self._threshold_alert, args=(t,))
                 timer.daemon = True

@@ -95,10 +95,12 @@ class _Finisher:
             guardrails.finish_hook(self.cfg, status)
 
 
-def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallback, ...] = ()) -> TrainResult:
+def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallback, ...] = (),
+          started_at: float | None = None) -> TrainResult:
     """Train to the end (exit 0), or stop resumably: Preempted (143), BudgetStop (10) or, out of memory
     after every fallback, OutOfMemory (11), after a checkpoint. `callbacks` are added to the Trainer's
-    (tests inject their hooks this way).
+    (tests inject their hooks this way). The meter starts at `started_at` (time.monotonic(); the CLI passes
+    its process's start: start-up is billed on a rented machine), else when training begins.
 
     Under torchrun/accelerate every rank runs this; only the main process prints progress, writes the
     registry and runs the on-finish hook, and one callback shares stop decisions across ranks.
@@ -155,7 +157,8 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
         spend.unlink(missing_ok=True)  # a fresh run: the spend of an earlier run in this folder is not its own
     guard = GuardCallback(guardrails.guard_settings(cfg, force=force, reproject_after_steps=max(cfg.probe_steps, 2),
                                                     checkpoint_s=guardrails.checkpoint_seconds(model),
-                                                    spend_file=str(spend) if main or resume_from else None), run)
+                                                    spend_file=str(spend) if main or resume_from else None), run,
+                          started_at=started_at)  # on a rented VM start-up is billed too
     if main:
         trainer.add_callback(ProbeCallback(cfg.probe_steps, cfg.predicted_peak_bytes or fresh_peak(cfg),
                                            cfg.predicted_tokens_per_s, run, lambda: guard.starvation.wait_fraction,
