@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -28,7 +29,9 @@ def test_every_bundled_spot_offer_has_a_sourced_range_and_no_provider_gets_a_fre
     assert set(rates) >= {"aws", "gcp", "azure", "runpod", "vast"}
     for provider, r in rates.items():
         assert 0 <= r.low <= r.expected <= r.high and r.high > 0, provider
-        assert "http" in r.source and "retrieved" in r.source, provider
+        # a sourced range: a URL from the table's row and the date that source gives (data, not appended text)
+        assert "http" in r.source and re.fullmatch(r"\d{4}-\d{2}-\d{2}|undated", r.source_date), provider
+    assert rates["aws"].source_date == "2025-05-01"  # the Spot Instance Advisor bands as published then
     # the others are no longer priced far below AWS by default: GCP, Azure and community clouds carry
     # the range their own documents allow, which is wide
     assert rates["gcp"].high == pytest.approx(1 / 24, rel=1e-3)
@@ -45,7 +48,7 @@ def test_a_broken_table_is_one_clear_line(tmp_path):
     bad.write_text(RATES_FILE.read_text().replace("band: [0.10, 0.20]", "band: [0.30, 0.20]", 1))
     with pytest.raises(BadInput, match="band needs"):
         rate_for(spot("aws", "p5.48xlarge"), path=bad)
-    bad.write_text("retrieved: '2026-11-30'\nrates:\n  - {provider: aws, per_hour: [0, 1], source: x}\n")
+    bad.write_text("rates:\n  - {provider: aws, per_hour: [0, 1], source: 'https://x', source_date: undated, read: '2026-11-30'}\n")
     with pytest.raises(BadInput, match="catch-all"):
         rate_for(spot("aws", "p5"), path=bad)
 

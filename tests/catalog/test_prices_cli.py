@@ -21,7 +21,28 @@ def test_table_lists_filtered_offers_and_sources(run_cli):
     code, out, _ = run_cli("prices", "--gpu", "H100", "--limit", "3")
     assert code == 0
     assert "3 of" in out and "H100" in out and "A100" not in out
-    assert "sources: bundled" in out and "2026-11-30" in out
+    assert "sources: bundled" in out and "undated" in out  # the span of the rows' own dates, not one file date
+    assert "prices dated 2026-03-10..2026-10-24" in out and "read 2026-11-30" not in out
+
+
+def test_each_row_shows_its_own_age(run_cli):
+    from datetime import date
+
+    from cheaptune.plan.price_age import age_days
+
+    code, out, _ = run_cli("prices", "--provider", "nebius", "--gpu", "H100", "--spot", "never", "--json")
+    rows = json.loads(out)["offers"]
+    assert code == 0 and rows and all(r["price_as_of"] == "2026-10-07" for r in rows)
+    assert rows[0]["price_age_days"] == age_days("2026-10-07", date.today()) and rows[0]["price_basis"] == "quoted"
+    code, out, _ = run_cli("prices", "--provider", "vast", "--gpu", "H100", "--spot", "only", "--json")
+    derived = next(r for r in json.loads(out)["offers"] if r["price_per_hour"] == 0.935)
+    # no date of its own, and derived from the on-demand row: the table's age cell says both
+    assert (derived["price_as_of"], derived["price_age_days"], derived["price_basis"]) == ("undated", None, "derived")
+    from cheaptune.catalog.prices import load_offers
+    from cheaptune.cli.prices import _age_cell
+
+    vast = next(o for o in load_offers() if o.provider == "vast" and o.spot and o.price_per_hour == 0.935)
+    assert _age_cell(vast) == "undated~"
 
 
 def test_json_output(run_cli):
@@ -45,7 +66,9 @@ def test_spot_rates_are_the_ones_the_plan_prices_with(run_cli):
     by_key = {(o.provider, o.instance_type, o.region): o for o in load_offers() if o.spot}
     for o in spot:
         assert o["interruption"] == priced_rate(by_key[o["provider"], o["instance_type"], o["region"]]).to_dict()
-        assert o["interruption"]["expected"] > 0 and "retrieved" in o["interruption"]["source"]
+        # a spot row without its own rate gets the table's: its URL and that source's date (data, not appended text)
+        assert o["interruption"]["expected"] > 0 and "https://" in o["interruption"]["source"]
+        assert o["interruption"]["source_date"] == "2025-05-01"  # AWS Spot Instance Advisor bands
     code, out, _ = run_cli("prices", "--spot", "--provider", "aws", "--limit", "1")
     row = next(line for line in out.splitlines() if "spot" in line)
     assert code == 0 and not row.rstrip(" │").endswith("-") and "the rate `plan` prices with" in out

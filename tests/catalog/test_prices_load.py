@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cheaptune.catalog.gpus import list_gpus
 from cheaptune.catalog.prices import active_sources, cheapest_per_gpu, filter_offers, load_offers
 from cheaptune.catalog.sources import all_sources
 from cheaptune.catalog.sources.bundled import bundled_offers
@@ -76,11 +77,12 @@ def test_filters_and_sorting():
     assert {o.kind for o in filter_offers(offers, community=True)} == {"community"}
     assert all(o.price_per_hour <= 1.0 for o in filter_offers(offers, max_price=1.0))
     big = filter_offers(offers, min_memory_gib=90)
-    assert big and {o.gpu for o in big} <= {"H100-NVL", "GH200", "H200", "B200", "MI300X"}
+    assert big and {o.gpu for o in big} <= {"H100-NVL", "GH200", "H200", "B200", "B300", "GB200", "MI300X", "MI325X", "RTXPRO6000"}
     assert not any(o.provider in {"aws", "gcp"} for o in filter_offers(offers, exclude_providers=["AWS", "gcp"]))
     assert {o.provider for o in filter_offers(offers, provider="Vast")} == {"vast"}
     by_mem = filter_offers(offers, sort="memory")
-    assert by_mem[0].gpu == "MI300X"
+    memory = {g.name: g.memory_gib for g in list_gpus()}
+    assert [memory[o.gpu] for o in by_mem] == sorted((memory[o.gpu] for o in by_mem), reverse=True)
     by_provider = [o.provider for o in filter_offers(offers, sort="provider")]
     assert by_provider == sorted(by_provider)
     with pytest.raises(BadInput, match="did you mean"):

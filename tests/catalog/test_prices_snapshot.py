@@ -10,12 +10,15 @@ from cheaptune.catalog.prices import KINDS, read_price_csv
 from cheaptune.catalog.sources.bundled import PRICES_FILE, bundled_offers
 from cheaptune.errors import BadInput
 
-REQUIRED_PROVIDERS = {"aws", "gcp", "azure", "lambda", "runpod", "vast", "vultr", "cudo", "fluidstack", "paperspace"}
+REQUIRED_PROVIDERS = {"aws", "gcp", "azure", "lambda", "runpod", "vast", "vultr", "cudo", "fluidstack", "paperspace",
+                      "nebius", "coreweave", "together", "modal"}
+# GPUs in the catalog with no sourced rental price found (spec only): each with the reason
+UNPRICED = {"MI355X": "no per-hour price in any stored source"}
 
 
 def test_every_catalog_gpu_has_an_offer():
     priced = {o.gpu for o in bundled_offers()}
-    missing = [g.name for g in list_gpus() if g.name not in priced]
+    missing = [g.name for g in list_gpus() if g.name not in priced and g.name not in UNPRICED]
     assert not missing, f"GPUs without any bundled price: {missing}"
 
 
@@ -26,7 +29,17 @@ def test_providers_kinds_sources_and_dates():
     assert {o.kind for o in offers if o.provider == "runpod"} == {"secure", "community", "spot"}
     assert {o.kind for o in offers if o.provider == "vast"} == {"on-demand", "spot"}
     for o in offers:
-        assert o.source and len(o.date) == 10 and o.price_per_hour > 0, o
+        assert o.source and (len(o.date) == 10 or o.date == "undated") and o.price_per_hour > 0, o
+
+
+def test_2026_providers_bill_as_their_sources_say():
+    by = {(o.provider, o.kind, o.gpu): o for o in bundled_offers()}
+    assert by["nebius", "on-demand", "H100"].price_per_hour == 4.50  # raised on 2026-10-01 (was 3.85)
+    assert by["nebius", "on-demand", "H100"].date >= "2026-10-01"
+    together_spot = by["together", "spot", "H200"]
+    assert together_spot.notice_s == 300 and together_spot.basis == "derived"  # the 5-minute drain window
+    assert together_spot.price_per_hour == pytest.approx(by["together", "on-demand", "H200"].price_per_hour / 2)
+    assert by["modal", "on-demand", "H100"].billing_unit_s == 1  # per second
 
 
 def test_billing_and_spot_facts_follow_the_research_note():
@@ -57,7 +70,8 @@ def test_spot_is_cheaper_than_on_demand_for_the_same_instance():
         ("gpu_count", "1.5", "column gpu_count: expected a whole number"),
         ("kind", "cheap", "column kind: expected one of on-demand"),
         ("gpu", "H1OO", "column gpu: unknown GPU 'H1OO' (did you mean"),
-        ("date", "30/11/2026", "column date: expected YYYY-MM-DD"),
+        ("date", "30/11/2026", "column date: expected YYYY-MM-DD or undated"),
+        ("basis", "guessed", "column basis: expected one of quoted"),
     ],
 )
 def test_malformed_row_is_one_line_with_file_line_and_column(tmp_path, column, value, expected):

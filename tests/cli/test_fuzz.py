@@ -174,3 +174,134 @@ def test_no_traceback_on_any_input(path, cmd, pool, tmp_path, monkeypatch):
             assert not _leftovers(tmp_path, home), f"cheaptune {argv!r} left {_leftovers(tmp_path, home)}"
 
     check()
+
+
+# Hand-edited files: one good plan and one good train config, with fields replaced by hostile values or
+# unknown keys added. The property on top of the one above: a command that exits 0 ran with every guard
+# rail on (a finite positive price for the meter, a finite positive budget and hourly cap).
+HOSTILE = [float("nan"), float("inf"), float("-inf"), -1, -5.0, 0, 0.0, 1e308, 10**30, "", "banana", "1e3", [], {},
+           True, False, None, [float("nan")], {"bogus": 1}]
+ORDINARY = [1, 0.5, 2048, "any", "lora"]  # values some fields take, so some edits pass and their run is checked
+PLAN_BUDGET = 20.0
+
+
+def _good_plan() -> dict:
+    from tests.launch.conftest import make_plan, offer
+
+    plan = make_plan(offer("aws", "A10G", 1.0, total=5.0), [offer("gcp", "L4", 0.8, total=5.2)], budget=PLAN_BUDGET)
+    return plan.model_dump(mode="json")
+
+
+GOOD_CONFIG = {"max_steps": 5, "learning_rate": 2e-4, "save_steps": 2, "budget_usd": 10.0, "max_hours": 2.0,
+               "price_per_hour": 1.0, "alert_thresholds": [0.5, 0.8], "logging_steps": 1, "num_epochs": 1}
+
+
+def _paths(value: object, at: tuple = ()) -> list[tuple]:
+    """Every key path in a nested mapping (leaves and inner nodes), so any field can be replaced."""
+    out = [at] if at else []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*at, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*at, i))
+    return out
+
+
+@st.composite
+def _edited(draw, good: dict) -> dict:
+    """`good` with one to three fields replaced by hostile values, or an unknown key added."""
+    import copy
+
+    doc = copy.deepcopy(good)
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(_paths(good)))
+        value = draw(st.sampled_from(HOSTILE + ORDINARY))
+        node = doc
+        try:
+            for key in path[:-1]:
+                node = node[key]
+            if draw(st.booleans()) and isinstance(node, dict):
+                node[f"unknown_{path[-1]}"] = value
+            else:
+                node[path[-1]] = value
+        except (KeyError, IndexError, TypeError):  # an earlier edit replaced a parent
+            continue
+    return doc
+
+
+def _finite_positive(x: object) -> bool:
+    import math
+
+    return isinstance(x, int | float) and math.isfinite(x) and x > 0
+
+
+def _guard_rails_on(out: Path) -> None:
+    """What a task that launched would run with: a real price per cloud, a real cap, a real budget, and a
+    train config (built on the machine exactly as there) whose meter and cap are on."""
+    import json
+    import shlex
+
+    import yaml
+
+    from cheaptune.launch.options import LaunchOptions
+    from cheaptune.launch.verify import check_run  # train's own build, as the machine runs it
+
+    task = yaml.safe_load(out.read_text())
+    prices = json.loads(task["envs"]["CHEAPTUNE_OFFER_PRICES"])
+    assert prices and all(_finite_positive(p) for p in prices.values()), prices
+    cap = task["resources"].get("max_hourly_cost")
+    assert cap is None or _finite_positive(cap), cap
+    words = shlex.split(task["run"].strip().splitlines()[-1].replace('"$PRICE"', "P").replace('"$NOTICE"', "N"))
+    assert "--budget" in words and _finite_positive(float(words[words.index("--budget") + 1])), task["run"]
+    staging = out.parent / f"{out.stem}.files"
+    check_run(staging, LaunchOptions(), max(prices.values()))  # raises if the machine's train would refuse it
+
+
+@pytest.mark.parametrize("edit", ["plan", "config"])
+def test_hand_edited_plan_and_config_never_launch_with_a_guard_rail_off(edit, tmp_path, monkeypatch):
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    good_plan = _good_plan()
+
+    @settings(settings.get_profile(PROFILE))
+    @given(plan=_edited(good_plan) if edit == "plan" else st.just(good_plan),
+           config=_edited(GOOD_CONFIG) if edit == "config" else st.just(GOOD_CONFIG))
+    def check(plan: dict, config: dict) -> None:
+        (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+        (tmp_path / "train.yaml").write_text(yaml.safe_dump(config))
+        out = tmp_path / "o" / "task.yaml"
+        argv = ["launch", "plan.yaml", "--config", "train.yaml", "--dry-run", "--out", str(out), "--install", "cheaptune"]
+        buf = io.StringIO()
+        code: object = 0
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            try:
+                main(argv)
+            except SystemExit as exc:
+                code = 0 if exc.code is None else exc.code
+            except BaseException:
+                pytest.fail(f"launch with {edit} {plan if edit == 'plan' else config!r} raised:\n{traceback.format_exc()}")
+        text = buf.getvalue()
+        assert code in (0, 2, 3) and "Traceback" not in text, f"exit {code!r}: {text[-600:]}"
+        if code == 0:
+            _guard_rails_on(out)
+        else:
+            assert len([ln for ln in text.splitlines() if ln.startswith("error:")]) == 1, text[-600:]
+            assert not out.exists(), "a refused launch wrote its task"
+        if out.exists():
+            import shutil
+
+            shutil.rmtree(out.parent)
+
+    check()
+
+
+@pytest.mark.parametrize("key", ["budget_usd", "price_per_hour", "max_hours", "alert_thresholds"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_train_config_refuses_non_finite_guard_rail_numbers(key, value, tmp_path):
+    from cheaptune.errors import BadInput
+    from cheaptune.train.config import validate
+
+    with pytest.raises(BadInput, match=key):
+        validate({"base_model": "x", key: [value] if key == "alert_thresholds" else value})

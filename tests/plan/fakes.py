@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from types import SimpleNamespace
 
 from cheaptune.estimate.throughput import ModelShape
@@ -36,7 +37,7 @@ def offer(provider, gpu_name, price, spot=False, kind=None, count=1, unit=1, min
                            gpu_count=count, instance_type=f"{gpu_name}-x{count}", region=region,
                            price_per_hour=price, billing_unit_s=unit, min_billed_s=minimum, storage_gb_month=storage,
                            egress_per_gb=egress, interruption_per_hour=rate, notice_s=30, spot=spot,
-                           source="test", date="2026-11-30")
+                           source="test", date=date.today().isoformat())  # fresh: price age is tested apart
 
 
 OFFERS = [

@@ -7,15 +7,22 @@ the entry and the field, so a user editing a data file sees exactly what to fix.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from cheaptune.errors import BadInput
 
 DATA_DIR = Path(__file__).parent / "data"
 
 M = TypeVar("M", bound=BaseModel)
+
+# Provenance fields every catalog row carries: where the figure comes from, the date that source gives
+# (`undated` when it gives none: never the day we wrote the row) and the day we read it.
+REF_PATTERN = r"https?://|[\w.-]+/[\w.-]+@[0-9a-f]{7,40}:\S+"
+SourceRef = Annotated[str, Field(pattern=rf"({REF_PATTERN})", description="a URL or repo@commit:path")]
+SourceDate = Annotated[str, Field(pattern=r"^(\d{4}-\d{2}-\d{2}|undated)$")]
+ReadDate = Annotated[str, Field(pattern=r"^(\d{4}-\d{2}-\d{2}|recalled)$")]
 
 
 def file_version(path: Path) -> tuple[int, int]:

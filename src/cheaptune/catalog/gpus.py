@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cheaptune.catalog import DATA_DIR, file_version, load_rows
+from cheaptune.catalog import DATA_DIR, ReadDate, SourceDate, file_version, load_rows
 from cheaptune.errors import BadInput
 from cheaptune.util.names import did_you_mean
 
@@ -37,6 +37,7 @@ class GpuSpec(BaseModel):
     vendor: Literal["nvidia", "amd"]
     cuda: bool = True
     bnb_4bit: bool = True
+    bnb_4bit_source: str = ""  # where a non-CUDA board's bitsandbytes 4-bit support is stated
     memory_gib: float = Field(gt=0)
     arch: str
     compute_capability: str | None = Field(pattern=r"^\d+\.\d+$")
@@ -48,7 +49,8 @@ class GpuSpec(BaseModel):
     tier: Literal["consumer", "professional", "datacenter"]
     interconnect: Literal["pcie", "nvlink", "sxm"]
     source: str = Field(pattern=r"^https?://")
-    retrieved: str
+    source_date: SourceDate
+    read: ReadDate
     checked: str
 
     @property
@@ -88,7 +90,7 @@ def _load(path: Path) -> tuple[GpuSpec, ...]:
 
 @lru_cache(maxsize=8)
 def _load_version(path: Path, version: tuple[int, int]) -> tuple[GpuSpec, ...]:
-    specs = load_rows(path, "gpus", GpuSpec, "name", inherit=("retrieved",))
+    specs = load_rows(path, "gpus", GpuSpec, "name")
     names = [s.name for s in specs]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from cheaptune.catalog import DATA_DIR, file_version, load_rows
+from cheaptune.catalog import DATA_DIR, ReadDate, SourceDate, SourceRef, file_version, load_rows
 from cheaptune.errors import BadInput
 from cheaptune.estimate.spot import PESSIMISTIC_RATE_FACTOR
 
@@ -30,8 +30,9 @@ class RateRow(BaseModel):
     period_hours: float | None = Field(None, gt=0)
     per_hour: tuple[float, float] | None = Field(None, description="rates per hour, low/high")
     assumed: bool = False
-    source: str
-    retrieved: str
+    source: SourceRef
+    source_date: SourceDate
+    read: ReadDate
 
     @model_validator(mode="after")
     def _one_form(self) -> RateRow:
@@ -53,10 +54,11 @@ class Rate:
     high: float
     source: str
     assumed: bool = False
+    source_date: str = ""  # the date the rate's source gives (or "undated"); empty for a row's own rate
 
     def to_dict(self) -> dict[str, Any]:
         return {"low": self.low, "expected": self.expected, "high": self.high, "source": self.source,
-                "assumed": self.assumed}
+                "source_date": self.source_date, "assumed": self.assumed}
 
 
 def _hourly(share: float, hours: float) -> float:
@@ -68,12 +70,13 @@ def _rate(row: RateRow) -> Rate:
         low, high = row.per_hour
     else:
         low, high = (_hourly(p, row.period_hours or 1.0) for p in row.band or (0.0, 0.0))
-    return Rate(low, (low + high) / 2, high, f"{row.source} (retrieved {row.retrieved})", row.assumed)
+    return Rate(low, (low + high) / 2, high, f"{row.source} (source dated {row.source_date}, read {row.read})",
+                row.assumed, row.source_date)
 
 
 @functools.lru_cache(maxsize=4)
 def _table(path: Path, version: tuple[int, int]) -> tuple[tuple[RateRow, Rate], ...]:
-    rows = load_rows(path, "rates", RateRow, "provider", inherit=("retrieved",))
+    rows = load_rows(path, "rates", RateRow, "provider")
     if not any(r.provider == "*" for r in rows):
         raise BadInput(f"{path}: needs a catch-all entry with provider '*'; restore it from the package")
     return tuple((r, _rate(r)) for r in rows)

@@ -79,7 +79,7 @@ def to_offers(items: Iterable[Any], provider: str, source: str, date: str, defau
         facts = defaults(provider, kind, gpu)
         out.offers.append(Offer(provider=provider, kind=kind, gpu=gpu, gpu_count=int(item.gpu_count),
                                 instance_type=item.instance_name, region=item.location or "any",
-                                price_per_hour=price, source=source, date=date, **facts))
+                                price_per_hour=price, source=source, date=date, read=date, **facts))
     return out
 
 

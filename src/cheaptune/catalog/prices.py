@@ -20,6 +20,11 @@ from cheaptune.errors import BadInput
 KINDS = ("on-demand", "spot", "community", "secure")
 SORTS = ("price", "gpu", "provider", "memory")
 SECONDS_PER_HOUR = 3600
+UNDATED = "undated"  # a source that gives no date: the price's age is unknown, so it counts as old
+# how the price was had: read as published, derived from another figure (spot as a share of on-demand),
+# or the low end of a published range (the cheapest zone); only "quoted" is a price someone offers as is
+BASES = ("quoted", "derived", "range-low")
+OPTIONAL_COLUMNS = ("basis", "read", "note")  # a user CSV or an older cache may leave them out
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -40,8 +45,11 @@ class Offer:
     egress_per_gb: float
     interruption_per_hour: float | None
     notice_s: int
-    source: str
-    date: str
+    source: str  # a URL or repo@commit:path
+    date: str  # the date the source gives for the price (YYYY-MM-DD), or UNDATED; never the day we read it
+    basis: str = "quoted"  # one of BASES
+    read: str = ""  # the day the source was read (YYYY-MM-DD), empty when not recorded
+    note: str = ""  # caveats in words (which zone, which board, labels the source mixes up)
     # a marketplace listing's facts (reliability, verified, inet_down_mbps, disk_gb): one machine, not a
     # product line; only live sources know them, so they are not a CSV column
     listing: dict | None = field(default=None, compare=False, repr=False)
@@ -55,12 +63,30 @@ class Offer:
         return self.price_per_hour / self.gpu_count
 
     @property
+    def dated(self) -> bool:
+        return self.date != UNDATED
+
+    @property
+    def sort_date(self) -> str:
+        """The date for 'newest' comparisons: an undated row is older than any dated one."""
+        return self.date if self.dated else ""
+
+    @property
     def key(self) -> tuple[str, str, str, int, str, str]:
         """What a user CSV row must match to override this offer."""
         return (self.provider, self.kind, self.gpu, self.gpu_count, self.region, self.instance_type)
 
 
 COLUMNS = tuple(f.name for f in fields(Offer) if f.name != "listing")
+
+
+def date_span(offers: list[Offer]) -> str | None:
+    """'2026-03-10..2026-10-07, 12 undated': the price dates a source holds, not one date for them all."""
+    days = sorted({o.date for o in offers if o.dated})
+    undated = sum(not o.dated for o in offers)
+    span = (days[0] if len(days) == 1 else f"{days[0]}..{days[-1]}") if days else ""
+    parts = [p for p in (span, f"{undated} undated" if undated else "") if p]
+    return ", ".join(parts) or None
 
 
 def _number(raw: str, col: str, where: str, *, integer: bool = False, minimum: float = 0.0) -> float:
@@ -89,8 +115,13 @@ def parse_row(row: dict[str, str], where: str) -> Offer:
     if gpu is None:
         hint = did_you_mean(cell["gpu"], [g.name for g in list_gpus()]) or "; run `cheaptune gpus` for the list"
         raise BadInput(f"{where}: column gpu: unknown GPU {cell['gpu']!r}{hint}")
-    if not _DATE.match(cell["date"]):
-        raise BadInput(f"{where}: column date: expected YYYY-MM-DD, got {cell['date']!r}")
+    for col in ("date", "read"):
+        if cell[col] and not (_DATE.match(cell[col]) or (col == "date" and cell[col] == UNDATED)):
+            extra = f" or {UNDATED}" if col == "date" else ""
+            raise BadInput(f"{where}: column {col}: expected YYYY-MM-DD{extra}, got {cell[col]!r}")
+    basis = cell["basis"] or "quoted"
+    if basis not in BASES:
+        raise BadInput(f"{where}: column basis: expected one of {', '.join(BASES)}, got {basis!r}")
     rate = cell["interruption_per_hour"]
     return Offer(
         provider=cell["provider"].lower(),
@@ -108,6 +139,9 @@ def parse_row(row: dict[str, str], where: str) -> Offer:
         notice_s=int(_number(cell["notice_s"] or "0", "notice_s", where, integer=True)),
         source=cell["source"],
         date=cell["date"],
+        basis=basis,
+        read=cell["read"],
+        note=cell["note"],
     )
 
 
@@ -140,7 +174,7 @@ def read_csv_rows(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]
 def read_price_csv(path: Path) -> list[Offer]:
     """Every row of a snapshot-format CSV (the bundled one or a user's)."""
     header, rows = read_csv_rows(path)
-    missing = [c for c in COLUMNS if c not in header]
+    missing = [c for c in COLUMNS if c not in header and c not in OPTIONAL_COLUMNS]
     if missing:
         raise BadInput(f"{path}:1: missing column(s) {', '.join(missing)}; expected {','.join(COLUMNS)}")
     return [parse_row(row, f"{path}:{line}") for line, row in rows]

@@ -18,12 +18,24 @@ prices_app = typer.Typer(help=(
 
 def _offer_dict(o) -> dict:
     from dataclasses import asdict
+    from datetime import date
 
     from cheaptune.catalog.interruption import priced_rate
+    from cheaptune.plan.price_age import price_facts
 
     rate = priced_rate(o)
     return {**asdict(o), "spot": o.spot, "price_per_gpu_hour": round(o.price_per_gpu_hour, 6),
-            "interruption": rate.to_dict() if rate else None}
+            **price_facts(o, date.today()), "interruption": rate.to_dict() if rate else None}
+
+
+def _age_cell(o) -> str:
+    """This row's own price age and basis ('12 d', '430 d', 'undated'; '~' derived or range-low)."""
+    from datetime import date
+
+    from cheaptune.plan.price_age import age_days
+
+    age = age_days(o.date, date.today())
+    return ("undated" if age is None else f"{age} d") + ("" if o.basis == "quoted" else "~")
 
 
 def _rate_cell(o) -> str:
@@ -39,7 +51,7 @@ def _sources_line(sources: list[dict]) -> str:
     for s in sources:
         dropped = sum(s.get("dropped", {}).values())
         extra = f", {dropped} rows dropped" if dropped else ""
-        parts.append(f"{s['name']} ({s['where']}, {s['rows']} offers, dated {s['date']}{extra})")
+        parts.append(f"{s['name']} ({s['where']}, {s['rows']} offers, prices dated {s['date']}{extra})")
     return "sources: " + "; ".join(parts)
 
 
@@ -90,16 +102,18 @@ def prices(
     from cheaptune.cli.output import console
 
     table = Table(title=f"{len(offers)} of {total} offers")
-    for col in ("provider", "kind", "gpu", "n", "instance", "region", "$/h", "$/GPU-h", "billing", "interrupt/h"):
-        table.add_column(col, justify="right" if col in ("n", "$/h", "$/GPU-h", "interrupt/h") else "left")
+    for col in ("provider", "kind", "gpu", "n", "instance", "region", "$/h", "$/GPU-h", "billing", "interrupt/h", "age"):
+        table.add_column(col, justify="right" if col in ("n", "$/h", "$/GPU-h", "interrupt/h", "age") else "left")
     for o in offers:
         table.add_row(o.provider, o.kind, o.gpu, str(o.gpu_count), o.instance_type, o.region,
                       f"{o.price_per_hour:.4g}", f"{o.price_per_gpu_hour:.4g}",
-                      f"{o.billing_unit_s}s/{o.min_billed_s}s", _rate_cell(o))
+                      f"{o.billing_unit_s}s/{o.min_billed_s}s", _rate_cell(o), _age_cell(o))
     out = console()
     out.print(table)
     out.print("interrupt/h: the rate `plan` prices with (the middle of its range; * assumed); --json gives "
               "each range and its source", soft_wrap=True)
+    out.print("age: days since the date each row's source gives (undated: none given; ~ derived or the low end of a "
+              "range); refresh with `cheaptune prices refresh` or your own CSV", soft_wrap=True)
     out.print(_sources_line(sources), soft_wrap=True)
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cheaptune.plan.candidates import Exclusion
+from cheaptune.plan.price_age import rank_factor
 from cheaptune.plan.pricing import Option
 from cheaptune.plan.workload import Constraints
 from cheaptune.runs.meter import usd
@@ -43,9 +44,11 @@ def allowed_offers(offers: Iterable[Any], gpu_names: set[str], c: Constraints) -
 
 
 def rank_key(objective: str):
+    """Time, or cost with an undated, stale or derived price counted TRUST_TOLERANCE dearer (ranking only), so
+    a fresh quoted price within that margin comes first (plan/price_age.py)."""
     if objective == "time":
         return lambda o: (o.hours, o.total)
-    return lambda o: (o.total, o.hours)
+    return lambda o: (o.total * rank_factor(o), o.total, o.hours)
 
 
 def apply_limits(options: list[Option], c: Constraints) -> tuple[list[Option], list[Exclusion]]:

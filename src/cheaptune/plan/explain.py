@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from cheaptune.plan import price_age
 from cheaptune.plan.candidates import Exclusion, gib
 from cheaptune.plan.doctor import Finding
 from cheaptune.plan.pricing import Option
@@ -23,7 +24,9 @@ def why(best: Option, ranked: list[Option], objective: str) -> str:
     spot = ""
     if best.spot:
         spot = f"; spot with checkpoints every {best.checkpoint_minutes:g} min (Young/Daly), pessimistic ${best.pessimistic_total:.2f}"
-    return f"{head} - {reason}; {fit}, {setting}{spot}{runner}."
+    over = price_age.passed_over(best, ranked) if objective == "cost" else ""
+    reason += f" ({over})" if over else ""
+    return f"{head} - {reason}; {fit}, {setting}{spot}{runner}; {price_age.price_line(best)}."
 
 
 def _ratio(o: Option, best: Option, objective: str) -> str:

@@ -10,6 +10,7 @@ billed for the whole run, and on several nodes the ones that come up first are b
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from cheaptune.catalog.interruption import priced_rate
@@ -19,6 +20,7 @@ from cheaptune.estimate.speedups import describe, describe_unmeasured, for_gpu
 from cheaptune.estimate.spot import spot_overhead
 from cheaptune.estimate.throughput import Job, ModelShape, reference_passes, step_time
 from cheaptune.plan.candidates import GpuFit, planned_micro, run_precision
+from cheaptune.plan.price_age import aged_risk, price_facts
 from cheaptune.plan.workload import Workload
 
 SECONDS_PER_HOUR = money.SECONDS_PER_HOUR
@@ -63,6 +65,11 @@ class Option:
     precision: str
     num_nodes: int = 1
     sharding: str | None = None  # None on one GPU; ddp | zero3 | fsdp (| fsdp+offload) on several
+    # the price's provenance (plan/price_age.py): the date its source gives, that source, its age, its basis
+    price_as_of: str = "undated"
+    price_source: str = ""
+    price_age_days: int | None = None
+    price_basis: str = "quoted"
     details: dict[str, Any] = field(default_factory=dict)
     offer: Any = field(default=None, repr=False, compare=False)  # the catalog Offer, not shown
     spec: Any = field(default=None, repr=False, compare=False)  # the GpuSpec, not shown
@@ -155,6 +162,8 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         risk = "high" if spot_est and spot_est.expected_preemptions >= HIGH_RISK_PREEMPTIONS else "medium"
     if sharding and gf.offload:
         sharding += "+offload"
+    facts = price_facts(offer, date.today())
+    risk = aged_risk(risk, facts)
     return Option(
         method=gf.method,
         gpu=gpu.name,
@@ -205,4 +214,5 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         offer=offer,
         spec=gpu,
         fit=gf,
+        **facts,
     )

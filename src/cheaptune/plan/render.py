@@ -6,16 +6,18 @@ from typing import Any
 
 from cheaptune.plan.candidates import GIB
 from cheaptune.plan.planner import PlanResult
+from cheaptune.plan.price_age import label as price_label
 from cheaptune.plan.pricing import Option
 
-WIDE = 170
+WIDE = 180
 OPTION_KEYS = ("method", "gpu", "gpu_count", "num_nodes", "sharding", "provider", "region", "spot", "kind",
                "instance_type", "price_per_hour", "peak_vram_bytes", "gpu_memory_bytes", "micro_batch", "grad_accum",
-               "grad_ckpt", "tokens_per_s", "hours", "risk", "checkpoint_minutes", "precision", "pessimistic_total")
+               "grad_ckpt", "tokens_per_s", "hours", "risk", "checkpoint_minutes", "precision", "pessimistic_total",
+               "price_as_of", "price_source", "price_age_days", "price_basis")
 
 
 def option_dict(o: Option, details: bool = False) -> dict[str, Any]:
-    d = {k: getattr(o, k) for k in OPTION_KEYS}
+    d = {k: getattr(o, k, None) for k in OPTION_KEYS}
     d["hardware"] = o.hardware()
     d["cost"] = dict(o.cost)
     if details:
@@ -54,7 +56,7 @@ def row_cells(d: dict[str, Any]) -> list[str]:
     c = d["cost"]
     mode = "spot" if d["spot"] else d["kind"]
     return [
-        d["method"], d["hardware"], f"{d['provider']}/{d['region']}", mode,
+        d["method"], d["hardware"], f"{d['provider']}/{d['region']}", mode, price_label(d),
         f"{d['peak_vram_bytes'] / GIB:.1f}/{d['gpu_memory_bytes'] / GIB:.0f} GiB",
         f"{d['micro_batch']}/{d['grad_accum']}/{'on' if d['grad_ckpt'] else 'off'}", f"{d['tokens_per_s']:,.0f}",
         f"{d['hours']:.2f}", f"{c['compute']:.2f}", f"{c['storage'] + c['egress']:.2f}", f"{c['spot_overhead']:.2f}",
@@ -62,9 +64,9 @@ def row_cells(d: dict[str, Any]) -> list[str]:
     ]
 
 
-HEADERS = ["method", "GPU", "provider/region", "pricing", "peak VRAM", "mb/accum/ckpt", "tok/s", "hours",
+HEADERS = ["method", "GPU", "provider/region", "pricing", "price", "peak VRAM", "mb/accum/ckpt", "tok/s", "hours",
            "$ compute", "$ stor+egress", "$ spot loss", "$ total", "risk"]
-CORE = ("method", "GPU", "provider/region", "pricing", "peak VRAM", "hours", "$ total", "risk")  # what decides
+CORE = ("method", "GPU", "provider/region", "pricing", "price", "peak VRAM", "hours", "$ total", "risk")  # what decides
 
 
 def _text_sections(r: PlanResult) -> list[tuple[str, list[str]]]:
@@ -137,7 +139,7 @@ def _print_stacked(console: Any, rows: list[list[str]]) -> None:
     cell = dict(zip(HEADERS, range(len(HEADERS)), strict=True))
     for n, row in enumerate(rows, 1):
         console.print(f"{n}. {row[cell['method']]} on {row[cell['GPU']]}, {row[cell['provider/region']]}, "
-                      f"{row[cell['pricing']]}", highlight=False, markup=False)
+                      f"{row[cell['pricing']]} (price {row[cell['price']]})", highlight=False, markup=False)
         console.print(f"   ${row[cell['$ total']]} total, {row[cell['hours']]} h, VRAM {row[cell['peak VRAM']]}, "
                       f"risk {row[cell['risk']]}", highlight=False, markup=False)
 

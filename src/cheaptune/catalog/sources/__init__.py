@@ -49,7 +49,7 @@ def merge(current: list[Offer], new: list[Offer], mode: Mode) -> list[Offer]:
         def newest(offers: list[Offer]) -> dict[str, str]:
             out: dict[str, str] = {}
             for o in offers:
-                out[o.provider] = max(out.get(o.provider, ""), o.date)
+                out[o.provider] = max(out.get(o.provider, ""), o.sort_date)
             return out
 
         before, after = newest(current), newest(new)

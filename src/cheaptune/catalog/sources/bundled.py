@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cheaptune.catalog import DATA_DIR
-from cheaptune.catalog.prices import Offer, read_price_csv
+from cheaptune.catalog.prices import Offer, date_span, read_price_csv
 
 PRICES_FILE = DATA_DIR / "prices.csv"
 
@@ -38,7 +38,7 @@ class BundledSource:
         return {
             "name": self.name,
             "where": str(self.path),
-            "date": max(o.date for o in offers) if offers else None,
+            "date": date_span(offers),
             "rows": len(offers),
         }
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from cheaptune.catalog.prices import COLUMNS, Offer, read_price_csv
+from cheaptune.catalog.prices import COLUMNS, Offer, date_span, read_price_csv
 from cheaptune.errors import BadInput
 from cheaptune.util.paths import home
 
@@ -109,7 +109,7 @@ class LiveCacheSource:
             for why, n in (info.get("dropped") or {}).items():
                 dropped[why] = dropped.get(why, 0) + n
         failed = {p: i["error"] for p, i in meta["providers"].items() if i.get("error")}
-        return {"name": self.name, "where": str(cache_dir()), "date": max((o.date for o in offers), default=None),
+        return {"name": self.name, "where": str(cache_dir()), "date": date_span(offers),
                 "rows": len(offers), "dropped": dropped, "failed": failed}
 
 

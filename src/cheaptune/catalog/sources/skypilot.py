@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from cheaptune.catalog import file_version
-from cheaptune.catalog.prices import Offer
+from cheaptune.catalog.prices import Offer, date_span
 from cheaptune.catalog.sources.bundled import bundled_offers
 from cheaptune.catalog.sources.skypilot_parse import ImportResult, parse_vms_csv
 from cheaptune.errors import BadInput
@@ -130,11 +130,10 @@ class SkyPilotSource:
         dropped: Counter = Counter()
         for r in results.values():
             dropped.update(r.dropped)
-        dates = [o.date for r in results.values() for o in r.offers]
         return {
             "name": self.name,
             "where": str(root),
-            "date": max(dates, default=None),
+            "date": date_span([o for r in results.values() for o in r.offers]),
             "rows": sum(len(r.offers) for r in results.values()),
             "clouds": sorted(results),
             "dropped": dict(dropped),

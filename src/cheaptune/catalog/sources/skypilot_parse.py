@@ -160,7 +160,8 @@ def parse_vms_csv(path: Path, cloud: str, defaults) -> ImportResult:
             if price is None:
                 continue
             facts = defaults(cloud, kind, gpu)
-            offer = Offer(cloud, kind, gpu, count, instance, region, round(price, 6), **facts, source=source, date=stamp)
+            offer = Offer(cloud, kind, gpu, count, instance, region, round(price, 6), **facts, source=source, date=stamp,
+                          read=stamp)
             key = offer.key
             if key not in best or offer.price_per_hour < best[key].price_per_hour:
                 best[key] = offer

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cheaptune.catalog.prices import Offer, read_price_csv
+from cheaptune.catalog.prices import Offer, date_span, read_price_csv
 from cheaptune.errors import BadInput
 from cheaptune.util.paths import home
 
@@ -44,7 +44,7 @@ class UserCsvSource:
         return {
             "name": self.name,
             "where": str(path),
-            "date": max((o.date for o in offers), default=None),
+            "date": date_span(offers),
             "rows": len(offers),
         }
 

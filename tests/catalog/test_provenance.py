@@ -1,0 +1,102 @@
+"""Every row of every bundled data file names its source and the date that source gives, honestly.
+
+A row's `source_date` (prices.csv: `date`) is the source's own date or `undated`, never later than the
+day it was read; a file-level date may not speak for its rows; rows recalled from memory are gone.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cheaptune.catalog import DATA_DIR, REF_PATTERN
+from cheaptune.catalog.prices import BASES, UNDATED
+from cheaptune.catalog.sources.bundled import PRICES_FILE, bundled_offers
+
+ROOT = Path(__file__).resolve().parents[2]
+DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+REF = re.compile(REF_PATTERN)
+FILE_DATES = ("retrieved", "date", "read", "source_date")  # top-level keys that would date a whole file
+
+
+def _not_after(source_date: str, read: str, where: str) -> None:
+    assert source_date == UNDATED or DATE.match(source_date), f"{where}: source date {source_date!r}"
+    if DATE.match(read) and source_date != UNDATED:
+        assert source_date <= read, f"{where}: the source's date {source_date} is after the day it was read {read}"
+
+
+def test_every_price_row_has_a_url_or_commit_source_and_an_honest_date():
+    offers = bundled_offers()
+    assert offers
+    for o in offers:
+        where = f"{o.provider}/{o.kind}/{o.gpu}x{o.gpu_count}/{o.instance_type}"
+        assert REF.match(o.source), f"{where}: source {o.source!r} is not a URL or repo@commit:path"
+        assert DATE.match(o.read), f"{where}: read {o.read!r}"
+        assert o.basis in BASES, where
+        _not_after(o.date, o.read, where)
+        assert "[MEM]" not in o.source + o.note and "recalled" not in o.source + o.note, f"{where}: from memory"
+    # the SkyPilot catalog files carry no date, so their rows say so instead of taking the day they were read
+    catalog = [o for o in offers if o.source.startswith("skypilot-org/skypilot-catalog@")]
+    assert catalog and all(o.date == UNDATED for o in catalog)
+
+
+def test_the_price_file_header_does_not_date_its_rows():
+    head = [ln for ln in PRICES_FILE.read_text().splitlines() if ln.startswith("#")]
+    assert head and not any(re.search(r"\d{4}-\d{2}-\d{2}", ln) for ln in head), head
+
+
+def test_derived_and_range_low_prices_are_labelled():
+    by = {(o.provider, o.kind, o.gpu, o.gpu_count): o for o in bundled_offers()}
+    assert by["vast", "spot", "H100", 1].basis == "derived"  # 50% of the on-demand row
+    assert by["aws", "spot", "A100", 8].basis == "range-low"  # the cheapest zone of a $2.47-8.19 range
+    assert by["lambda", "on-demand", "H100", 8].basis == "quoted"
+
+
+def _yaml(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize(("path", "key"), [
+    (DATA_DIR / "gpus.yaml", "gpus"),
+    (DATA_DIR / "interruption.yaml", "rates"),
+])
+def test_every_yaml_row_carries_its_own_source_and_dates(path, key):
+    doc = _yaml(path)
+    assert not set(FILE_DATES) & set(doc), f"{path.name}: a file-level date speaks for every row"
+    for row in doc[key]:
+        where = f"{path.name}: {row.get('name') or row.get('provider')}"
+        assert "http" in row["source"] or REF.search(row["source"]), where
+        read = str(row["read"])
+        assert DATE.match(read) or read == "recalled", where
+        _not_after(str(row["source_date"]), read, where)
+
+
+def test_hosted_prices_each_have_a_dated_source():
+    doc = _yaml(DATA_DIR / "hosted.yaml")
+    assert not set(FILE_DATES) & set(doc)
+    sources = doc["sources"]
+    assert {o["provider"] for o in doc["offers"]} == set(sources)
+    for name, s in sources.items():
+        assert REF.search(s["source"]), name
+        _not_after(str(s["source_date"]), str(s["read"]), name)
+
+
+def test_overheads_entries_are_dated_one_by_one():
+    doc = _yaml(ROOT / "src/cheaptune/estimate/data/overheads.yaml")
+    assert not set(FILE_DATES) & set(doc)
+    for name, entry in doc.items():
+        _not_after(str(entry["source_date"]), str(entry["read"]), name)
+        assert entry["source"], name
+
+
+def test_public_throughput_rows_date_their_source_apart_from_the_read():
+    with (ROOT / "bench/data/throughput_public.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows
+    for r in rows:
+        assert r["url"].startswith("https://"), r["id"]
+        _not_after(r["source_date"], r["retrieved"], r["id"])
