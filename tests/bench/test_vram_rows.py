@@ -21,7 +21,7 @@ DATA = Path(__file__).resolve().parents[2] / "bench" / "data"
 FILES = ("vram_measured_public.csv", "vram_multi_gpu.csv")
 UNIT_BYTES = {"GB": 1e9, "GiB": 2**30, "MiB": 2**20, "MB": 1e6}
 METRICS = {"max_allocated", "max_reserved", "torch_peak", "peak_active", "nvml", "per_gpu_screenshot",
-           "max_allocated_per_gpu", "torch_peak_per_gpu", "nvml_per_gpu_mean",
+           "max_allocated_per_gpu", "torch_peak_per_gpu", "nvml_per_gpu_mean", "max_reserved_per_gpu",
            "unstated"}  # unstated: the source gives a peak without naming its counter (QwenLM/Qwen README)
 METHODS = set(policy.METHODS) | {p.value.lower() for p in PeftType}
 # spellings of optimizers the estimator does not model apart (fused AdamW, bitsandbytes' paged 32-bit AdamW)
