@@ -21,6 +21,7 @@ from cheaptune.errors import BadInput
 gpuhunt = pytest.importorskip("gpuhunt", reason="the .[live] extra is not installed")  # noqa: F841
 FIXTURES = Path(__file__).parent / "fixtures_gpuhunt"
 VERSION = "20261130-00"
+OFFLINE_ONLY = ("vastai",)  # Vast (served locally below); the credentialed online providers would need the network
 
 
 class Provider(BaseHTTPRequestHandler):
@@ -64,6 +65,7 @@ def server(monkeypatch):
     base = f"http://127.0.0.1:{httpd.server_port}"
     monkeypatch.setenv("GPUHUNT_CATALOG_URL", base)  # gpuhunt's own setting for where its catalogs live
     monkeypatch.setattr("gpuhunt.providers.vastai.bundles_url", f"{base}/vast/bundles/")
+    monkeypatch.setattr(live, "ONLINE", OFFLINE_ONLY)  # `prices refresh` through the CLI, too
     yield Provider
     httpd.shutdown()
     httpd.server_close()
@@ -73,7 +75,7 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 
 
 def test_refresh_maps_offers_drops_bad_rows_by_reason_and_reports_failed_providers(server):
-    meta, results = live.refresh(NOW)
+    meta, results = live.refresh(NOW, online=OFFLINE_ONLY)
     aws, lam, vast = results["aws"], results["lambda"], results["vast"]
     assert {(o.kind, o.gpu, o.gpu_count, o.instance_type) for o in aws.offers} == {
         ("on-demand", "L4", 1, "g6.xlarge"), ("spot", "L4", 1, "g6.xlarge"), ("spot", "H100", 8, "p5.48xlarge"),
@@ -99,7 +101,7 @@ def test_refresh_maps_offers_drops_bad_rows_by_reason_and_reports_failed_provide
 
 
 def test_plan_sources_prefer_the_newer_cache_per_provider(server):
-    live.refresh(NOW)
+    live.refresh(NOW, online=OFFLINE_ONLY)
     offers = load_offers()
     aws = [o for o in offers if o.provider == "aws"]
     assert aws and all(o.source.startswith("gpuhunt") for o in aws)  # the cache replaced the snapshot's AWS
@@ -109,17 +111,17 @@ def test_plan_sources_prefer_the_newer_cache_per_provider(server):
 
 
 def test_a_failed_provider_keeps_its_previous_rows_and_all_failing_writes_nothing(server):
-    live.refresh(NOW)
+    live.refresh(NOW, online=OFFLINE_ONLY)
     before = {o.instance_type for o in read_offers() if o.provider == "vast"}
     server.vast_status = 500
-    meta, results = live.refresh(datetime(2026, 12, 1, tzinfo=timezone.utc))
+    meta, results = live.refresh(datetime(2026, 12, 1, tzinfo=timezone.utc), online=OFFLINE_ONLY)
     assert "500" in results["vast"].error
     assert {o.instance_type for o in read_offers() if o.provider == "vast"} == before  # kept, still dated 11-30
     assert meta["providers"]["vast"]["fetched_at"].startswith("2026-11-30") and meta["providers"]["vast"]["error"]
     assert meta["providers"]["aws"]["fetched_at"].startswith("2026-12-01")
     server.catalogs = {}
     with pytest.raises(BadInput, match="no provider could be fetched, the previous price cache is kept"):
-        live.refresh(datetime(2026, 12, 2, tzinfo=timezone.utc))
+        live.refresh(datetime(2026, 12, 2, tzinfo=timezone.utc), online=OFFLINE_ONLY)
     assert read_meta()["fetched_at"].startswith("2026-12-01")
 
 

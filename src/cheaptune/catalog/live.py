@@ -1,7 +1,9 @@
 """Current offers through gpuhunt (dstack's GPU offer catalog), mapped to our Offer rows.
 
 gpuhunt publishes one catalog per "offline" provider (AWS, Azure, GCP, Lambda, RunPod, OCI, ...) and
-queries marketplaces such as Vast.ai live ("online" providers). It carries prices, GPUs, regions and
+queries the "online" ones live: Vast.ai without credentials, the others with the user's (each provider's
+own environment variables, read by its `from_env`). Every provider we could not reach is reported with
+why (no credentials, not in this gpuhunt, an error). It carries prices, GPUs, regions and
 spot flags; billing unit, minimum, storage and egress are ours (the bundled snapshot's rows for the same
 provider, see sources/skypilot.provider_defaults), and spot interruption comes from interruption.yaml.
 Bad rows are dropped and counted by reason, never planned on.
@@ -23,7 +25,9 @@ from cheaptune.catalog.prices import Offer
 
 HTTP_TIMEOUT_S = 30.0  # gpuhunt's catalog download sets none; we bound every socket it opens
 PROVIDER_NAMES = {"lambdalabs": "lambda", "vastai": "vast"}  # gpuhunt's name -> ours (SkyPilot's)
-ONLINE = ("vastai",)  # marketplaces queried live (others need credentials)
+# gpuhunt's ONLINE_PROVIDERS (gpuhunt _internal/catalog.py; a test keeps this equal to the installed one):
+# vastai needs no credentials, the others read theirs from the environment
+ONLINE = ("crusoe", "daytona", "digitalocean", "hotaisle", "jarvislabs", "lium", "seeweb", "vastai", "vultr")
 
 
 @dataclass
@@ -83,7 +87,7 @@ def to_offers(items: Iterable[Any], provider: str, source: str, date: str, defau
     return out
 
 
-def fetch(date: str, online: Iterable[str] = ONLINE) -> dict[str, ProviderResult]:
+def fetch(date: str, online: Iterable[str] | None = None) -> dict[str, ProviderResult]:
     """Every gpuhunt provider we can reach: {our provider name: result}; failures say why."""
     import gpuhunt
 
@@ -101,8 +105,11 @@ def fetch(date: str, online: Iterable[str] = ONLINE) -> dict[str, ProviderResult
         catalog = gpuhunt.Catalog(balance_resources=False, auto_reload=False)
         with contextlib.suppress(gpuhunt.GPUHuntError):  # all offline providers failed: reported from the log
             catalog.load()
-        if "vastai" in online:
-            results["vast"] = _vast(date, defaults)
+        for name in ONLINE if online is None else online:
+            if name == "vastai":
+                results["vast"] = _vast(date, defaults)
+            else:
+                results[PROVIDER_NAMES.get(name, name)] = _online(catalog, name, date, defaults)
         for name in catalog.catalog:
             ours = PROVIDER_NAMES.get(name, name)
             try:
@@ -127,6 +134,34 @@ def fetch(date: str, online: Iterable[str] = ONLINE) -> dict[str, ProviderResult
     return results
 
 
+def _online(catalog: Any, name: str, date: str, defaults: Any) -> ProviderResult:
+    """A credentialed online provider, built by its own `from_env`; why not, when it cannot be queried."""
+    import importlib
+
+    import gpuhunt
+
+    try:
+        module = importlib.import_module(f"gpuhunt.providers.{name}")
+    except ImportError:
+        return ProviderResult(error="not queried: this gpuhunt version has no such provider")
+    cls = next((c for c in vars(module).values() if isinstance(c, type) and getattr(c, "NAME", None) == name
+                and hasattr(c, "from_env")), None)
+    if cls is None:
+        return ProviderResult(error="not queried: its gpuhunt provider cannot be built from the environment")
+    try:
+        provider = cls.from_env()
+    except gpuhunt.MissingCredsError as err:
+        return ProviderResult(error=f"not queried: no credentials ({err})")
+    except Exception as err:  # noqa: BLE001 - a provider's failure is reported, not fatal
+        return ProviderResult(error=_reason(err))
+    catalog.add_provider(provider)
+    try:
+        items = catalog.query(provider=name)
+    except Exception as err:  # noqa: BLE001 - a provider's failure is reported, not fatal
+        return ProviderResult(error=_reason(err))
+    return to_offers(items, PROVIDER_NAMES.get(name, name), f"gpuhunt {name} live query", date, defaults)
+
+
 def _vast(date: str, defaults: Any) -> ProviderResult:
     """Vast.ai's marketplace, live, each offer carrying its listing's facts (catalog/vast_listings.py)."""
     from cheaptune.catalog.vast_listings import fetch_listings
@@ -142,8 +177,10 @@ def _vast(date: str, defaults: Any) -> ProviderResult:
     return res
 
 
-def refresh(fetched_at: datetime | None = None) -> tuple[dict[str, Any], dict[str, ProviderResult]]:
-    """Fetch every provider and write the dated cache; (meta, results). See sources/live_cache.py."""
+def refresh(fetched_at: datetime | None = None,
+            online: Iterable[str] | None = None) -> tuple[dict[str, Any], dict[str, ProviderResult]]:
+    """Fetch every provider (the offline catalogs and the `online` ones, default ONLINE) and write the dated
+    cache; (meta, results). See sources/live_cache.py."""
     from cheaptune.catalog.sources.live_cache import write_cache
     from cheaptune.errors import BadInput
 
@@ -152,5 +189,5 @@ def refresh(fetched_at: datetime | None = None) -> tuple[dict[str, Any], dict[st
     except ImportError:
         raise BadInput("live prices need gpuhunt: pip install 'cheaptune[live]' (or use --prices bundled)") from None
     now = fetched_at or datetime.now(timezone.utc)
-    results = fetch(now.date().isoformat())
+    results = fetch(now.date().isoformat(), online)
     return write_cache(results, now.isoformat(timespec="seconds")), results
