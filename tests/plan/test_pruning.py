@@ -101,6 +101,6 @@ def test_best_case_is_below_every_priced_option(catalog, name, optimize, fast_ev
     assert any(o.details["speedups"]["factor"] > 1 for o in r.options)  # the factor is in play
     for o in r.options:
         bound = _best_case(Candidate(o.method, o.spec, o.gpu_count, o.num_nodes, (o.offer,)), c, w, shape, constants())
-        assert bound <= (o.hours if optimize == "time" else o.total) + 1e-9, o.label()
+        assert bound <= (o.hours if optimize == "time" else o.total) + 1e-4, o.label()  # both rounded to 1e-4
     pruned, _ = _shortlist(catalog, name, TOP, optimize)
     assert pruned == [(o.label(), round(o.total, 6), round(o.hours, 6)) for o in r.options[:TOP]]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from types import SimpleNamespace
 
 from cheaptune.estimate import memory, sharding
@@ -21,28 +20,35 @@ def fake_estimate(req):
 def test_single_gpu_peak_is_at_the_planned_micro_batch(monkeypatch):
     seen = []
 
-    def fit_mb(req, mem, headroom, max_micro_batch):
-        seen.append(max_micro_batch)
-        return memory.FitResult(7, False, fake_estimate(dataclasses.replace(req, micro_batch=7)))
+    def estimate(req):
+        seen.append(req.micro_batch)
+        return fake_estimate(req)
 
-    monkeypatch.setattr(memory, "estimate_memory", fake_estimate)
-    monkeypatch.setattr(memory, "fit_micro_batch", fit_mb)
+    monkeypatch.setattr(memory, "estimate_memory", estimate)
+    # 72 GiB usable: 10 + b GiB fits up to b = 62, capped at 16; one step of 16 sequences
     out = real_fit(SPEC, 2048, 0.10, 16, 16, effective_batch=16)("lora", 80 * GIB, "bf16-mixed")
-    # the largest fit is 7, so 3 accumulation steps of 6 make 16 (+2): the peak is the estimate at 6, not 7
+    assert out.fits and out.micro_batch == 16 and out.peak_bytes == 26 * GIB
+    # 16.2 GiB usable: up to 6 fits; 3 accumulation steps of 6 make 16 (+2): the peak is the estimate at 6
+    out = real_fit(SPEC, 2048, 0.10, 16, 16, effective_batch=16)("lora", 18 * GIB, "bf16-mixed")
     assert out.fits and out.micro_batch == 6 and out.peak_bytes == 16 * GIB
-    assert seen == [16]
-    old = real_fit(SPEC, 2048, 0.10, 16, 16)("lora", 80 * GIB, "bf16-mixed")  # without the effective batch: the largest
+    assert 7 not in seen  # a micro-batch the plan never runs is never estimated
+    old = real_fit(SPEC, 2048, 0.10, 16, 16)("lora", 19 * GIB, "bf16-mixed")  # without the effective batch: the largest
     assert old.micro_batch == 7 and old.peak_bytes == 17 * GIB
 
 
 def test_multi_gpu_peak_is_at_the_planned_per_gpu_micro_batch(monkeypatch):
-    def fit_sharded(req, mem, gpus, shard, offload, headroom, cap, cfg):
-        assert req.gpus == 1 and req.sharding is None and cap == 4  # 16 sequences over 4 GPUs
-        return memory.FitResult(3, True, fake_estimate(dataclasses.replace(req, micro_batch=3, gpus=gpus)))
+    def shard(single, gpus, kind, offload, cfg, run):
+        assert single.gpus == 1 and kind == "fsdp" and gpus == 4
+        return SimpleNamespace(device_total_bytes=(10 * GIB) // gpus + single.micro_batch * GIB,
+                               trainable_params=1, total_params=2, basis="fake+fsdp")
 
-    monkeypatch.setattr(memory, "estimate_memory", fake_estimate)
-    monkeypatch.setattr(sharding, "fit_micro_batch_sharded", fit_sharded)
-    out = real_multi_fit(SPEC, 2048, 0.10, 16, 16)("full", 80 * GIB, 4, "fsdp", False, "bf16-true")
-    # per GPU 4 sequences; the largest fit 3 means 2 steps of 2
-    assert out.fits and out.grad_ckpt and out.micro_batch == 2
+    def estimate(req):
+        assert req.gpus == 1 and req.sharding is None
+        return SimpleNamespace(micro_batch=req.micro_batch, gpus=req.gpus)
+
+    monkeypatch.setattr(memory, "estimate_memory", estimate)
+    monkeypatch.setattr(sharding, "shard_estimate", shard)
+    # per GPU 4 sequences (planned 4, 2 or 1); 5.85 GiB usable: 2.5 + b GiB fits b <= 3, so 2 steps of 2
+    out = real_multi_fit(SPEC, 2048, 0.10, 16, 16)("full", int(6.5 * GIB), 4, "fsdp", False, "bf16-true")
+    assert out.fits and not out.grad_ckpt and out.micro_batch == 2
     assert out.peak_bytes == (10 * GIB) // 4 + 2 * GIB

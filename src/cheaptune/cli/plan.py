@@ -123,10 +123,11 @@ def plan_command(
     gpu_list, offers = sources.load_catalog(prices.lower())
     check_providers(constraints, (o.provider for o in offers))
     if foreign is None:
+        points = sources.shared_points(spec, workload.seq_len, lora_r, workload.objective)  # one estimate per point
         fit = sources.real_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch,
-                               workload.effective_batch, workload.objective, workload.epochs)
+                               workload.effective_batch, workload.objective, workload.epochs, points)
         multi_fit = sources.real_multi_fit(spec, workload.seq_len, constraints.headroom, lora_r,
-                                           workload.effective_batch, workload.objective, workload.epochs)
+                                           workload.effective_batch, workload.objective, workload.epochs, points)
     else:  # the config's own run on one GPU (its micro-batch, checkpointing and trainer)
         from cheaptune.plan.config_run import config_fit, epochs_for
 

@@ -117,6 +117,8 @@ def make_plan(
         notes.append(best.details["speedups"]["line"])
     if best.details["speedups"].get("unmeasured_line"):
         notes.append(best.details["speedups"]["unmeasured_line"])
+    if best.details.get("mfu_ceiling"):
+        notes.append(best.details["mfu_ceiling"])
     result.why = explain.why(best, ranked, c.optimize)
     result.why_not = explain.why_not(ranked, excluded, c.optimize, c.max_gpus)
     result.high_end = explain.high_end(ranked, c.optimize)
@@ -158,13 +160,15 @@ def _scale_out(c: Constraints, w: Workload, gpus: list[Any], allowed: list[Any],
 
 
 def _best_case(k: Candidate, c: Constraints, w: Workload, shape: ModelShape, consts: dict) -> float:
-    """A lower bound on the candidate's cost (or hours): the compute part of the step-time model alone (no
-    communication, optimizer, dequant or fixed cost), no checkpointing, the largest micro-batch per GPU,
-    the speed options' factor as pricing applies it, no spot loss, the cheapest offer. Every part left out
-    is >= 0 and every part kept is at its best, so no option costs less."""
+    """A lower bound on the candidate's cost (or hours): the step-time model at its best for the candidate
+    (the largest micro-batch per GPU in one accumulation step, no checkpointing, no trainable adapter
+    weights, no communication, the optimizer step shared by every GPU as ZeRO-3/FSDP share it), the speed
+    options' factor as pricing applies it, no spot loss, the cheapest offer. Every part left out is >= 0
+    and every part kept is at its least, so no option costs less."""
     micro, _ = planned_micro(w.effective_batch, w.effective_batch, k.gpus)
-    st = step_time(Job(shape, k.method, w.seq_len, micro, precision=precision_for(k.gpu)), k.gpu)
-    one = micro * w.seq_len / st.parts["compute"] * for_gpu(k.gpu, k.method, c.speedups).factor
+    parts = step_time(Job(shape, k.method, w.seq_len, micro, precision=precision_for(k.gpu)), k.gpu).parts
+    least_s = parts["compute"] + parts["dequant"] + parts["fixed"] + parts["optimizer"] / k.gpus
+    one = micro * w.seq_len / least_s * for_gpu(k.gpu, k.method, c.speedups).factor
     run_s = sum(startup_seconds(shape, w, consts).values()) + w.train_tokens / (one * k.gpus)
     if c.optimize == "time":
         return run_s / SECONDS_PER_HOUR

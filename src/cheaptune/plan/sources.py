@@ -9,11 +9,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from cheaptune.errors import BadInput
-from cheaptune.plan.candidates import FitFn, FitOutcome, MultiFitFn, planned_micro
+from cheaptune.plan.candidates import FitFn, FitOutcome, MultiFitFn
+from cheaptune.plan.microsearch import Points, largest_fit, planned_points
 from cheaptune.plan.workload import Workload
 from cheaptune.util import atomic
 from cheaptune.util.paths import cache_dir
@@ -42,21 +44,15 @@ def _cached(key: str, compute) -> FitOutcome:
     return out
 
 
-def _outcome(req: Any, res: Any, effective_batch: int | None, gpus: int) -> FitOutcome:
-    """The fit at the micro-batch the plan will run: the estimate at that micro-batch, not at the largest
-    that fits (that can be one more). It is never larger, so the fit's headroom still holds."""
-    from cheaptune.estimate.memory import estimate_memory
-
-    if res is None:  # the least it needs: micro-batch 1 with checkpointing
-        least = estimate_memory(dataclasses.replace(req, micro_batch=1, grad_ckpt=True))
-        return FitOutcome(False, peak_bytes=least.device_total_bytes, trainable_params=least.trainable_params,
-                          total_params=least.total_params, basis=least.basis)
-    micro, e = res.micro_batch, res.estimate
-    if effective_batch is not None:
-        micro, _ = planned_micro(res.micro_batch, effective_batch, gpus)
-        if micro != res.micro_batch:
-            e = estimate_memory(dataclasses.replace(req, micro_batch=micro, grad_ckpt=res.grad_ckpt))
-    return FitOutcome(True, micro, res.grad_ckpt, e.device_total_bytes, e.trainable_params, e.total_params, e.basis)
+def _outcome(req: Any, found: tuple[int, bool, Any] | None, least: Callable[[], Any]) -> FitOutcome:
+    """The fit at the micro-batch the plan will run (microsearch searches only those); when nothing fits,
+    the least it needs (micro-batch 1 with checkpointing, `least()`)."""
+    if found is None:
+        e = least()
+        return FitOutcome(False, peak_bytes=e.device_total_bytes, trainable_params=e.trainable_params,
+                          total_params=e.total_params, basis=e.basis)
+    micro, ckpt, e = found
+    return FitOutcome(True, micro, ckpt, e.device_total_bytes, e.trainable_params, e.total_params, e.basis)
 
 
 def _request(spec: Any, method: str, seq_len: int, lora_r: int, precision: str, objective: str = "sft",
@@ -95,14 +91,34 @@ def _reference_choice(fit_with, method: str, objective: str, epochs: float) -> F
     return dataclasses.replace(pre, note=f"DPO reference: {why}")
 
 
-def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_micro_batch: int = 64,
-             effective_batch: int | None = None, objective: str = "sft", epochs: float = 1.0) -> FitFn:
-    """A FitFn over estimate.memory.fit_micro_batch; when nothing fits, `peak_bytes` is the least it needs.
+def shared_points(spec: Any, seq_len: int, lora_r: int, objective: str) -> Callable[..., Points]:
+    """Points per (method, precision, precompute_ref): the one-GPU estimates every fit of the plan shares."""
+    memo: dict[tuple, Points] = {}
 
-    Micro-batches beyond the effective batch buy nothing, so `max_micro_batch` caps the search (and its cost).
-    With `effective_batch` the outcome is at the micro-batch the plan runs (candidates.planned_micro).
+    def points(method: str, precision: str, pre: bool) -> Points:
+        key = (method, precision, pre)
+        if key not in memo:
+            from cheaptune.estimate.memory import estimate_memory
+
+            req = _request(spec, method, seq_len, lora_r, precision, objective, pre)
+            memo[key] = Points(lambda b, gc, r=req: estimate_memory(dataclasses.replace(r, micro_batch=b, grad_ckpt=gc)))
+        return memo[key]
+
+    return points
+
+
+def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_micro_batch: int = 64,
+             effective_batch: int | None = None, objective: str = "sft", epochs: float = 1.0,
+             shared: Callable[..., Points] | None = None) -> FitFn:
+    """A FitFn over the memory estimator; when nothing fits, `peak_bytes` is the least it needs.
+
+    Micro-batches beyond the effective batch buy nothing, so `max_micro_batch` caps the search (and its cost);
+    only the micro-batches the plan runs (candidates.planned_micro) are estimated, each once for every memory
+    size (`shared`: the same points for real_multi_fit).
     """
     cap = max(1, min(max_micro_batch, MAX_MICRO_BATCH))
+    points = shared or shared_points(spec, seq_len, lora_r, objective)
+    micros = planned_points(effective_batch, 1, cap) if effective_batch else list(range(1, cap + 1))
 
     def fit(method: str, mem: int, precision: str) -> FitOutcome:
         def fit_with(pre: bool) -> FitOutcome:
@@ -110,11 +126,10 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
                            p=precision, o=objective, pre=pre)
 
             def compute() -> FitOutcome:
-                from cheaptune.estimate.memory import fit_micro_batch
-
+                pts = points(method, precision, pre)
+                found = largest_fit(pts, micros, mem * (1 - headroom))
                 req = _request(spec, method, seq_len, lora_r, precision, objective, pre)
-                res = fit_micro_batch(req, mem, headroom=headroom, max_micro_batch=cap)
-                return dataclasses.replace(_outcome(req, res, effective_batch, 1), precompute_ref=pre)
+                return dataclasses.replace(_outcome(req, found, lambda: pts.at(1, True)), precompute_ref=pre)
 
             return _cached(key, compute)
 
@@ -124,11 +139,11 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
 
 
 def real_multi_fit(spec: Any, seq_len: int, headroom: float, lora_r: int, effective_batch: int,
-                   objective: str = "sft", epochs: float = 1.0) -> MultiFitFn:
-    """A MultiFitFn over estimate.sharding.fit_micro_batch_sharded: the per-GPU fit on `gpus` GPUs.
-
-    Each GPU's share of the effective batch caps its micro-batch; the sharded estimate derives from the
-    one-GPU estimates (disk-cached), so trying several shardings and GPU counts costs few simulations."""
+                   objective: str = "sft", epochs: float = 1.0, shared: Callable[..., Points] | None = None) -> MultiFitFn:
+    """A MultiFitFn: the per-GPU fit on `gpus` GPUs, each GPU's share of the effective batch capping its
+    micro-batch. The sharded estimate derives from the one-GPU estimates at the same micro-batch (`shared`
+    with real_fit), so trying several shardings and GPU counts costs few simulations."""
+    single = shared or shared_points(spec, seq_len, lora_r, objective)
 
     def fit(method: str, mem: int, gpus: int, sharding: str, offload: bool, precision: str) -> FitOutcome:
         cap = max(1, min(-(-effective_batch // gpus), MAX_MICRO_BATCH))
@@ -138,12 +153,15 @@ def real_multi_fit(spec: Any, seq_len: int, headroom: float, lora_r: int, effect
                            sh=sharding, off=offload, p=precision, o=objective, pre=pre)
 
             def compute() -> FitOutcome:
-                from cheaptune.estimate.sharding import fit_micro_batch_sharded
+                from cheaptune.estimate.sharding import FsdpRun, shard_estimate
 
                 req = _request(spec, method, seq_len, lora_r, precision, objective, pre)
-                res = fit_micro_batch_sharded(req, mem, gpus, sharding, offload, headroom, cap, dict(spec.config))
                 sharded = dataclasses.replace(req, gpus=gpus, sharding=sharding, offload=offload)
-                return dataclasses.replace(_outcome(sharded, res, effective_batch, gpus), precompute_ref=pre)
+                one = single(method, precision, pre)
+                pts = Points(lambda b, gc: shard_estimate(one.at(b, gc), gpus, sharding, offload, dict(spec.config),
+                                                          FsdpRun.of(sharded)))
+                found = largest_fit(pts, planned_points(effective_batch, gpus, cap), mem * (1 - headroom))
+                return dataclasses.replace(_outcome(sharded, found, lambda: pts.at(1, True)), precompute_ref=pre)
 
             return _cached(key, compute)
 

@@ -1,0 +1,69 @@
+"""The planner's micro-batch search: only micro-batches a plan runs, each point estimated once for every
+memory size, and the same answer as estimate.memory.fit_micro_batch followed by candidates.planned_micro."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from cheaptune.estimate.memory import fit_with
+from cheaptune.plan.candidates import planned_micro
+from cheaptune.plan.microsearch import Points, largest_fit, planned_points
+
+GIB = 1024**3
+
+
+def test_planned_points_are_the_micro_batches_a_plan_runs():
+    assert planned_points(16, 1, 64) == [1, 2, 3, 4, 6, 8, 16]
+    assert planned_points(16, 4, 4) == [1, 2, 4]
+    assert planned_points(100, 1, 64) == [b for b in range(1, 65) if planned_micro(b, 100)[0] == b]
+    assert planned_points(1, 1, 64) == [1]
+
+
+def _estimator(base: float, per_seq: float, curve: float, ckpt_saving: float, calls: list):
+    """Close to affine in the micro-batch (`curve` bends it up, as the allocator's rounding can)."""
+    def at(b: int, ckpt: bool):
+        calls.append((b, ckpt))
+        seq = per_seq * (0.3 if ckpt else 1.0)
+        return SimpleNamespace(device_total_bytes=int(base - (ckpt_saving if ckpt else 0) + b * seq + curve * b * b))
+
+    return at
+
+
+@pytest.mark.parametrize("curve", [0.0, 0.02 * GIB, -0.01 * GIB])
+@pytest.mark.parametrize("eb", [16, 7, 64])
+def test_same_answer_as_fit_micro_batch_then_planned_micro(curve, eb):
+    for mem_gib in (8, 12, 15, 16, 24, 32, 40, 48, 80, 141):
+        budget = mem_gib * GIB * 0.9
+        calls: list = []
+        est = _estimator(6 * GIB, 1.5 * GIB, curve, 3 * GIB, calls)
+        old = fit_with(est, budget, min(eb, 64))
+        new = largest_fit(Points(est), planned_points(eb, 1, min(eb, 64)), budget)
+        if old is None:
+            assert new is None
+            continue
+        micro, _ = planned_micro(old.micro_batch, eb)
+        assert new is not None and (new[0], new[1]) == (micro, old.grad_ckpt)
+        assert new[2].device_total_bytes <= budget
+
+
+def test_each_point_is_estimated_once_across_memory_sizes():
+    calls: list = []
+    points = Points(_estimator(6 * GIB, 1.5 * GIB, 0.0, 3 * GIB, calls))
+    micros = planned_points(16, 1, 16)
+    for mem_gib in (15, 16, 24, 32, 40, 48, 80, 94, 141):
+        largest_fit(points, micros, mem_gib * GIB * 0.9)
+    assert len(calls) == len(set(calls))  # no point twice
+    assert len(calls) <= 2 * len(micros)  # at most every planned point, with and without checkpointing
+    assert all(b in micros for b, _ in calls)
+
+
+def test_an_optimistic_affine_guess_is_bisected_down():
+    calls: list = []
+    est = _estimator(6 * GIB, 1.0 * GIB, 0.4 * GIB, 0, calls)  # strongly convex: the line from 1 and 2 is optimistic
+    budget = 20 * GIB
+    micro, ckpt, e = largest_fit(Points(est), planned_points(16, 1, 16), budget)
+    assert e.device_total_bytes <= budget and not ckpt
+    nxt = planned_points(16, 1, 16)[planned_points(16, 1, 16).index(micro) + 1]
+    assert est(nxt, False).device_total_bytes > budget  # the next planned micro-batch does not fit
