@@ -46,19 +46,18 @@ def _speed_row(doc: dict) -> str:
 
 
 def _per_trainer(mem: dict) -> str:
-    """'litgpt 18 rows 8.6% / -10.1%, ...' over the rows not used for fitting."""
+    """'litgpt 49 rows 2.6% / -24%, ...': leave-one-source-out, per trainer profile."""
     parts = []
-    for name, d in sorted(mem.get("per_trainer", {}).items(), key=lambda kv: -kv[1]["not_fitted"]["rows"]):
-        nf = d["not_fitted"]
-        if nf["rows"]:
-            parts.append(f"{name} {nf['rows']} rows {nf['median_abs_error']:.1%} / {_pct(nf['worst_under'])}")
+    for name, d in sorted(mem["loso"]["per_trainer"].items(), key=lambda kv: -kv[1]["rows"]):
+        parts.append(f"{name} {d['rows']} rows {d['median_abs_error']:.1%} / {_pct(d['worst_under'])}")
     return ", ".join(parts)
 
 
 def readme_table() -> str:
     mem, multi, lat = _load("memory_accuracy"), _load("multi_gpu_accuracy"), _load("plan_latency")
     speed, steps = _load("throughput_vs_hf"), _load("throughput_accuracy")
-    ours, fit, acc, poor = mem["ours"], mem["ours_fitted_rows"], mem["accelerate"], mem["gpu_poor"]
+    ours, acc, poor = mem["loso"], mem["accelerate"], mem["gpu_poor"]
+    qlora = ours["qlora"]
     mo, mf = multi["not_fitted"], multi["fitted"]
     cmd = lat["commands"]
     tp = {k: steps["summary"][f"not_fitted_{k}"]["predicted"] for k in ("single_gpu", "multi_gpu")}
@@ -67,11 +66,14 @@ def readme_table() -> str:
     rows = [
         f"| what (dates: {', '.join(dates)}; {_cores(lat)}-core CPU machine, no GPU) | result | target |",
         "| --- | --- | --- |",
-        f"| estimate vs {ours['rows']} public single-GPU measurements not used for fitting, each with its trainer's "
-        f"profile (`memory_accuracy.py`): median abs error / worst under-prediction | {ours['median_abs_error']:.1%} / "
-        f"{_pct(ours['worst_under'])} ({_per_trainer(mem)}; on the {fit['rows']} fitted rows: {fit['median_abs_error']:.1%} / {_pct(fit['worst_under'])}; "
-        f"weights-only formula: {acc['median_abs_error']:.0%} / {_pct(acc['worst_under'])}; fixed-overhead formula: "
-        f"{poor['median_abs_error']:.0%} / {_pct(poor['worst_under'])}) | 8% / -15% |",
+        f"| estimate vs {ours['rows']} public single-GPU measurements from {ours['sources']} sources, leave-one-source-out "
+        f"(the allocator slack refitted without each source), each row through `estimate`'s own options with its "
+        f"trainer's profile and stated versions (`memory_accuracy.py`): median abs error / worst under-prediction "
+        f"| {ours['median_abs_error']:.1%} / {_pct(ours['worst_under'])} ({len(ours['under_10pct_rows'])} rows under "
+        f"-10%; QLoRA {qlora['rows']} rows {qlora['median_abs_error']:.1%} / {_pct(qlora['worst_under'])}; median of "
+        f"per-source medians {ours['median_of_source_medians']:.1%}; {_per_trainer(mem)}; weights-only formula: "
+        f"{acc['median_abs_error']:.0%} / {_pct(acc['worst_under'])}; fixed-overhead formula: "
+        f"{poor['median_abs_error']:.0%} / {_pct(poor['worst_under'])}) | 5% / -10% (QLoRA 8%) |",
         f"| estimate vs {mo['rows']} public multi-GPU measurements not used for fitting (`multi_gpu_accuracy.py`) "
         f"| {mo['median_abs_error']:.1%} / {_pct(mo['worst_under'])} (on the {mf['rows']} fitted rows: "
         f"{mf['median_abs_error']:.1%} / {_pct(mf['worst_under'])}) | 10% / -10% |",

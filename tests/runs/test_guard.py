@@ -108,6 +108,7 @@ def test_starvation_warns_once(caplog):
         run_loop(cb, clock, max_steps=30, step_s=1.0, data_s=0.5)
     warnings = [r for r in caplog.records if "waits for data" in r.getMessage()]
     assert len(warnings) == 1 and "pre-tokenise" in warnings[0].getMessage()
+    assert "GPU" not in warnings[0].getMessage()  # said on CPU runs too (and on the run page)
     assert cb.starvation.wait_fraction == pytest.approx(1 / 3, rel=0.05)
 
 

@@ -92,8 +92,12 @@ def train(
     import os
     import subprocess
     import sys
+    import warnings
 
     started_at = _process_started() if _own_process(sys.argv) else None  # the meter's start (None: train begin)
+    # transformers' v6 renames (gradient_checkpointing -> activation_checkpointing, ...) warn on every run,
+    # about arguments trl passes, which the user can do nothing about
+    warnings.filterwarnings("ignore", message=r".*deprecated and will be removed in v6", category=FutureWarning)
 
     from cheaptune.errors import BadInput, CheaptuneError
     from cheaptune.train.config import build
@@ -163,10 +167,13 @@ def train(
 
         emit_json(result.summary)
     else:
+        from cheaptune.train.outputs import loss_text
+
         s = result.summary
         saved = "model" if cfg.method == "full" else "adapter"  # a full fine-tune saves the whole model
-        typer.echo(f"done: {s['steps']} steps, {s['tokens']} tokens, final loss {s['final_train_loss']}; "
-                   f"{saved} and summary in {result.output_dir}")
+        run = f" (run {s['run_id']}: cheaptune report {s['run_id']})" if s.get("run_id") else ""
+        typer.echo(f"done: {s['steps']} steps, {s['tokens']} tokens, final loss {loss_text(s['final_train_loss'])}"
+                   f"{run}; {saved} and summary in {result.output_dir}")
 
 
 def _gpus_and_sharding(plan: Path | None, gpus: int | None, sharding: str | None) -> tuple[int, str]:

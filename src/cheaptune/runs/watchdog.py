@@ -40,7 +40,7 @@ class StarvationWatch:
         if self.warned or self.steps < self.min_steps or self.wait_fraction <= self.threshold:
             return None
         self.warned = True
-        return (f"the GPU waits for data {self.wait_fraction:.0%} of the time (threshold {self.threshold:.0%}) "
+        return (f"training waits for data {self.wait_fraction:.0%} of the time (threshold {self.threshold:.0%}) "
                 f"over {self.steps} steps; {ADVICE}")
 
 

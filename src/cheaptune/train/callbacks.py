@@ -36,6 +36,7 @@ class ProgressCallback(TrainerCallback):
         self._t0 = 0.0
         self._step0 = 0
         self._tokens0 = 0
+        self._printed = -1
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._t0 = time.monotonic()
@@ -44,6 +45,12 @@ class ProgressCallback(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = logs or {}
+        if self.log_path is not None:
+            with open(self.log_path, "a") as f:
+                f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+        if state.global_step == self._printed and not ({"loss", "eval_loss"} & set(logs)):
+            return  # the Trainer's closing summary at the step just printed: said once
+        self._printed = state.global_step
         elapsed = max(time.monotonic() - self._t0, 1e-9)
         done = state.global_step - self._step0
         tok_s = ((state.num_input_tokens_seen or 0) - self._tokens0) / elapsed
@@ -53,8 +60,5 @@ class ProgressCallback(TrainerCallback):
             parts.append(f"loss {logs['loss']:.4f}")
         if "eval_loss" in logs:
             parts.append(f"eval_loss {logs['eval_loss']:.4f}")
-        parts += [f"{tok_s:.0f} tok/s", f"ETA {eta:.0f}s"]
+        parts += [f"{tok_s:.0f} tok/s", f"ETA {eta:.0f}s" if done > 0 else "ETA -"]
         print("  ".join(parts), file=self.stream or sys.stderr, flush=True)
-        if self.log_path is not None:
-            with open(self.log_path, "a") as f:
-                f.write(json.dumps({"step": state.global_step, **logs}) + "\n")

@@ -158,6 +158,7 @@ class TrainConfig(BaseModel):
     _plan_override_origins: dict[str, str] = PrivateAttr(default_factory=dict)  # field: where the new value came from
     # lines on how the plan was adapted to this machine (a GPU count other than the plan's: config.build)
     _plan_notes: list[str] = PrivateAttr(default_factory=list)
+    _plan_priced: bool = PrivateAttr(default=False)  # price_per_hour is the plan's (train.billing drops it elsewhere)
     _planned_speedups: tuple[str, ...] = PrivateAttr(default=())  # speed options the plan alone turned on
     # Axolotl keys read but not used: (ignored: change nothing; named: cheaptune trains them its own way)
     _foreign: tuple[list[str], list[str]] = PrivateAttr(default_factory=lambda: ([], []))
@@ -275,6 +276,7 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
     cfg._plan_overrides = changed
     cfg._plan_override_origins = {k: "command line" if k in cli else f"config file {path}" for k in changed}
     cfg._plan_notes = notes
+    cfg._plan_priced = plan_path is not None and "price_per_hour" not in raw_user and "price_per_hour" not in cli
     if plan_path is not None:
         from cheaptune.estimate.speedups import PLANNED
 

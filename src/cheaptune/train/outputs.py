@@ -59,7 +59,8 @@ def write_summary(cfg: TrainConfig, state: Any, *, seconds: float, tokens_segmen
         "tokens": int(state.num_input_tokens_seen or 0),
         "seconds_this_segment": round(seconds, 3),
         "tokens_per_s": round(tokens_segment / seconds, 2) if seconds > 0 else None,
-        "final_train_loss": train_losses[-1] if train_losses else None,
+        # no step logged a loss (fewer steps than logging_steps): the Trainer's mean over the run
+        "final_train_loss": train_losses[-1] if train_losses else _mean_train_loss(state.log_history),
         "final_eval_loss": final_eval_loss,
         "final_eval_perplexity": math.exp(final_eval_loss) if final_eval_loss is not None else None,
         "loss_history": history,
@@ -68,6 +69,15 @@ def write_summary(cfg: TrainConfig, state: Any, *, seconds: float, tokens_segmen
     }
     atomic.write_text(Path(cfg.output_dir) / SUMMARY, json.dumps(summary, indent=2))
     return summary
+
+
+def _mean_train_loss(log_history: list[dict[str, Any]]) -> float | None:
+    return next((e["train_loss"] for e in reversed(log_history) if e.get("train_loss") is not None), None)
+
+
+def loss_text(loss: float | None) -> str:
+    """A loss as people read it (4 significant digits), or why there is none."""
+    return "not logged" if loss is None else f"{loss:.4g}"
 
 
 def merge(cfg: TrainConfig, adapter_dir: Path, tokenizer: Any) -> Path:

@@ -23,22 +23,34 @@ def _new_peak(cfg: Any, plan: Any) -> tuple[int | None, str]:
 
     try:
         settings = from_config(cfg, cfg.precision or plan.train.precision, plan.train.gpus, plan.train.sharding)
-        return estimate_memory(settings.request(plan.model)).device_total_bytes, ""
+        return estimate_memory(settings.request(cfg.base_model or plan.model)).device_total_bytes, ""
     except (BadInput, ValueError) as err:
         return None, str(err).splitlines()[0]
 
 
+def _same_model(a: str, b: str) -> bool:
+    """One model however it is spelled: a hub id in any case, a folder by relative or absolute path."""
+    if a.strip().lower() == b.strip().lower():
+        return True
+    pa, pb = Path(a).expanduser(), Path(b).expanduser()
+    return pa.exists() and pb.exists() and pa.resolve() == pb.resolve()
+
+
 def check_plan_overrides(cfg: Any, plan_path: str | Path, force: bool = False, out=None) -> int | None:
-    """Warn about every plan setting the config file or a flag replaced (saying which); returns the
-    re-estimated peak (None if nothing that changes memory was replaced). BadInput when the new peak exceeds
-    the planned GPU's memory."""
-    changed = getattr(cfg, "_plan_overrides", {})
-    if not changed:
-        return None
+    """Warn when the model is not the plan's, and about every plan setting the config file or a flag replaced
+    (saying which); returns the re-estimated peak (None if nothing that changes memory was replaced).
+    BadInput when the new peak exceeds the planned GPU's memory."""
     out = out or sys.stderr  # looked up now: a test or caller may have replaced sys.stderr since import
     from cheaptune.plan.planfile import load
 
     plan = load(plan_path)
+    if cfg.base_model and not _same_model(cfg.base_model, plan.model):
+        print(f"warning: model {cfg.base_model} is not plan {plan_path}'s {plan.model}: its peak memory, speed and "
+              f"cost were sized for {plan.model}; make a plan for this model (cheaptune plan {cfg.base_model} ...)",
+              file=out)
+    changed = getattr(cfg, "_plan_overrides", {})
+    if not changed:
+        return None
     origins = getattr(cfg, "_plan_override_origins", {})
     listed = ", ".join(f"{k} {a} -> {b}" + (f" ({origins[k]})" if k in origins else "") for k, (a, b) in changed.items())
     print(f"warning: these settings replace plan {plan_path}'s: {listed}", file=out)

@@ -111,6 +111,7 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
 
     from cheaptune.runs.guard import GuardCallback, attach
     from cheaptune.train import distributed, speedups
+    from cheaptune.train.billing import bill_where_it_runs, running_on
     from cheaptune.train.callbacks import ProgressCallback, TimedSaveCallback
     from cheaptune.train.chat import prepare_chat
     from cheaptune.train.methods import build_model, resolve_precision
@@ -123,8 +124,10 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
     build = build_trainer if cfg.objective == "sft" else build_preference_trainer
     prec = resolve_precision(cfg)
     cfg, off = speedups.fit_planned(cfg, prec.device)
-    if off and os.environ.get("RANK", "0") == "0":  # said once, by the first process
-        print(off, file=sys.stderr, flush=True)
+    cfg, billed = bill_where_it_runs(cfg, running_on(prec.device))
+    for line in (off, billed):
+        if line and os.environ.get("RANK", "0") == "0":  # said once, by the first process
+            print(line, file=sys.stderr, flush=True)
     out_dir, root = Path(cfg.output_dir), cfg.checkpoint_root
     out_dir.mkdir(parents=True, exist_ok=True)
     root.mkdir(parents=True, exist_ok=True)
@@ -215,7 +218,8 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
         trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
     trainer.save_model(str(out_dir))
     after = outputs.generate_samples(trainer.model, tokenizer, cfg.sample_prompts, cfg.sample_max_new_tokens)
-    extra: dict[str, Any] = {"resumed_from": str(resume_from) if resume_from else None}
+    extra: dict[str, Any] = {"resumed_from": str(resume_from) if resume_from else None,
+                             "run_id": run.id if run is not None else None}
     if cfg.sample_prompts:
         extra["samples"] = {"before": before, "after": after}
     summary: dict[str, Any] = {}
@@ -241,9 +245,13 @@ class _CostLine(TrainerCallback):
 
     def __init__(self, guard: Any) -> None:
         self.guard = guard
+        self._step = -1
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         text = self.guard.progress_text()
+        if state.global_step == self._step and not ({"loss", "eval_loss"} & set(logs or {})):
+            return  # under the progress line, which says a step once
+        self._step = state.global_step
         if text:
             print(f"  cost {text}", file=sys.stderr, flush=True)
 

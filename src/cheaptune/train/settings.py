@@ -17,7 +17,8 @@ from cheaptune.estimate.policy import HF_OPTIM
 from cheaptune.estimate.settings import TrainSettings
 
 # HF `optim` names -> ours; a few HF spellings of the same optimizer share one of our names.
-_OURS = {hf: ours for ours, hf in HF_OPTIM["cuda"].items()} | {"adamw_8bit": "adamw-8bit"}
+# adamw_torch (the demo config's, HF's non-fused AdamW) keeps the same two fp32 moments as the fused one.
+_OURS = {hf: ours for ours, hf in HF_OPTIM["cuda"].items()} | {"adamw_8bit": "adamw-8bit", "adamw_torch": "adamw"}
 SHARDING_OF = {"MULTI_GPU": "ddp", "FSDP": "fsdp", "MULTI_CPU": "ddp"}
 
 

@@ -1,0 +1,88 @@
+"""`train --plan` on another model or device: said, billed at what it runs on; the end of a run said readably."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from cheaptune.estimate.settings import for_gpu
+from cheaptune.plan import planfile
+from cheaptune.train.billing import bill_where_it_runs
+from cheaptune.train.config import build
+
+
+@pytest.fixture
+def h100_plan(tmp_path):
+    """A Llama-2-7B LoRA plan on an H100 at $2.49/h with a $5 budget (the figures are the test's own)."""
+    plan = planfile.PlanFile(
+        created="2026-11-30T00:00:00Z", cheaptune_version="0", model="meta-llama/Llama-2-7b-hf",
+        train=for_gpu("lora", True, micro_batch=1, seq_len=64), budget_usd=5.0,
+        offer=planfile.Offer(provider="x", gpu="H100", price_per_hour=2.49),
+        prediction=planfile.Prediction(peak_vram_bytes=20 << 30, gpu_memory_bytes=80 << 30, tokens=1000,
+                                       tokens_per_s=1000.0, hours=0.5, cost=planfile.CostBreakdown(compute=1.3, total=1.3)))
+    path = tmp_path / "plan.yaml"
+    planfile.save(plan, path)
+    return path
+
+
+def test_a_cpu_run_of_an_h100_plan_is_not_billed_at_the_h100_price(h100_plan, tmp_path):
+    cfg = build(None, h100_plan, {"output_dir": str(tmp_path / "o"), "datasets": [{"path": "x"}]})
+    assert cfg.price_per_hour == 2.49
+    on_cpu, note = bill_where_it_runs(cfg, None)
+    assert on_cpu.price_per_hour is None and on_cpu.predicted_cost_usd is None
+    assert "H100 at $2.49/h" in note and "on the CPU" in note and "--price-per-hour" in note
+    assert "no budget cap" in note  # the plan's $5 budget cannot stop an unmetered run: said
+    assert bill_where_it_runs(cfg, "H100") == (cfg, None)  # on the plan's GPU: the plan's price
+    other, note = bill_where_it_runs(cfg, "A10G")
+    assert other.price_per_hour is None and "on A10G" in note
+
+
+def test_a_price_of_the_users_own_is_kept_off_the_plans_gpu(h100_plan, tmp_path):
+    cfg = build(None, h100_plan, {"output_dir": str(tmp_path / "o"), "price_per_hour": 0.3})
+    assert bill_where_it_runs(cfg, None) == (cfg, None)
+
+
+def test_another_model_than_the_plans_is_warned(h100_plan, tmp_path, capsys, tiny_model_dir):
+    from cheaptune.train.plancheck import check_plan_overrides
+
+    cfg = build(None, h100_plan, {"output_dir": str(tmp_path / "o"), "base_model": str(tiny_model_dir)})
+    check_plan_overrides(cfg, h100_plan)
+    err = capsys.readouterr().err
+    assert f"model {tiny_model_dir} is not plan {h100_plan}'s meta-llama/Llama-2-7b-hf" in err
+    same = build(None, h100_plan, {"output_dir": str(tmp_path / "o"), "base_model": "META-LLAMA/Llama-2-7b-hf"})
+    check_plan_overrides(same, h100_plan)
+    assert "is not plan" not in capsys.readouterr().err
+
+
+def test_the_demo_configs_optimizer_can_be_estimated(tmp_path):
+    from cheaptune.train.settings import from_config
+
+    cfg = build(None, None, {"base_model": "x/y", "optimizer": "adamw_torch", "output_dir": str(tmp_path)})
+    assert from_config(cfg, "fp32").optimizer == "adamw"
+
+
+def test_final_loss_reads_as_a_number_and_falls_back_to_the_runs_mean(tmp_path):
+    from cheaptune.train.outputs import loss_text, write_summary
+
+    assert loss_text(0.006672698073089123) == "0.006673" and loss_text(None) == "not logged"
+    cfg = build(None, None, {"base_model": "x/y", "output_dir": str(tmp_path)})
+    state = SimpleNamespace(global_step=2, max_steps=2, num_input_tokens_seen=10,
+                            log_history=[{"step": 2, "train_loss": 1.25, "train_runtime": 1.0}])  # no per-step loss
+    s = write_summary(cfg, state, seconds=1.0, tokens_segment=10, final_eval_loss=None, precision="fp32", extra={})
+    assert s["final_train_loss"] == 1.25
+
+
+def test_the_last_step_is_printed_once():
+    import io
+
+    from cheaptune.train.callbacks import ProgressCallback
+
+    out = io.StringIO()
+    cb = ProgressCallback(stream=out)
+    state = SimpleNamespace(global_step=0, max_steps=12, num_input_tokens_seen=0)
+    cb.on_train_begin(None, state, None)
+    state.global_step, state.num_input_tokens_seen = 12, 100
+    cb.on_log(None, state, None, logs={"loss": 1.0})
+    cb.on_log(None, state, None, logs={"train_runtime": 3.0, "train_loss": 1.1})  # the Trainer's closing summary
+    assert out.getvalue().count("step 12/12") == 1
