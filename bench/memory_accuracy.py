@@ -59,7 +59,9 @@ TRAINER = {
     "hf-peft+fsdp": ("cheaptune", {}),
     "hf-peft+deepspeed": ("cheaptune", {}),
     "llama-factory": ("llama-factory", {}),  # its defaults (estimate/data/profiles.yaml); no public row yet
-    "unsloth": ("unsloth", {}),
+    "unsloth": ("unsloth", {}),  # the row's versions column names the release and its libraries
+    # fms-hf-tuning runs the HF Trainer (trl SFTTrainer) on the model's own loss; versions from the row's column
+    "fms-hf-tuning": ("hf", {}),
 }
 # rows whose only modelled cause was a mechanism for one version, removed from the estimator (issue 31)
 NOT_MODELLED = {
@@ -73,7 +75,9 @@ SOURCES = (("method_comparison/MetaMathQA", "PEFT MetaMathQA results"),
            ("config_hub/finetune", "litgpt config_hub/finetune README"),
            ("resource-tables", "litgpt resource-tables.md"), ("finetune_lora.md", "litgpt finetune_lora.md"),
            ("prepare_dataset.md", "litgpt prepare_dataset.md"), ("torchtune README", "torchtune README"),
-           ("torchtune/docs/source/tutorials", "torchtune tutorials (Apr 2024)"),
+           ("torchtune@1814feb17:README", "torchtune README"),
+           ("torchtune docs/source/tutorials", "torchtune tutorials (Apr 2024)"),
+           ("fms-acceleration", "fms-acceleration benchmark refs"),
            ("axolotl-ai-cloud/axolotl examples", "axolotl examples/llama-2 README"),
            ("finetuning-axoloti", "andrewvergel/finetuning-axoloti log"),
            ("unslothai/notebooks", "unsloth notebooks"), ("model_memory_anatomy", "transformers docs"))
