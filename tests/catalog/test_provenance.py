@@ -63,12 +63,13 @@ def _yaml(path: Path) -> dict:
 @pytest.mark.parametrize(("path", "key"), [
     (DATA_DIR / "gpus.yaml", "gpus"),
     (DATA_DIR / "interruption.yaml", "rates"),
+    (DATA_DIR / "kernels.yaml", "kernels"),
 ])
 def test_every_yaml_row_carries_its_own_source_and_dates(path, key):
     doc = _yaml(path)
     assert not set(FILE_DATES) & set(doc), f"{path.name}: a file-level date speaks for every row"
     for row in doc[key]:
-        where = f"{path.name}: {row.get('name') or row.get('provider')}"
+        where = f"{path.name}: {row.get('name') or row.get('provider') or row.get('arch')}"
         assert "http" in row["source"] or REF.search(row["source"]), where
         read = str(row["read"])
         assert DATE.match(read) or read == "recalled", where
