@@ -59,6 +59,15 @@ def test_the_break_even_job_size_and_the_setup_risk_in_words():
     assert "never costs less per token" in dear.hosted
 
 
+def test_the_objective_picks_the_bracket_s_price():
+    dpo = make_plan("test-7b", SHAPE_7B, 4096, Workload(tokens=20_000_000, epochs=2, seq_len=2048, effective_batch=16,
+                                                         objective="dpo"),
+                    Constraints(methods=("lora",)), GPUS, OFFERS, fake_fit())
+    assert " at fireworks (0-16B, lora dpo" in dpo.hosted and "$1.00/M training tokens" in dpo.hosted
+    orpo = hosted.compare(7e9, 1e6, dpo.recommended, objective="orpo")
+    assert orpo.startswith("no hosted fine-tuning price on file for a 7.0B lora orpo job")
+
+
 def test_no_hosted_price_for_a_model_outside_every_bracket():
     line = hosted.compare(5000e9, 1e6, plan().recommended)
     assert line.startswith("no hosted fine-tuning price on file for a 5000.0B lora sft job")

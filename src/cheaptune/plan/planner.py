@@ -122,7 +122,7 @@ def make_plan(
     result.why = explain.why(best, ranked, c.optimize)
     result.why_not = explain.why_not(ranked, excluded, c.optimize, c.max_gpus)
     result.high_end = explain.high_end(ranked, c.optimize)
-    result.hosted = hosted.compare(shape.params, w.train_tokens, best)
+    result.hosted = hosted.compare(shape.params, w.train_tokens, best, objective=w.objective)
     result.audit = data_audit.audit(w, best, shape, consts, context_length)
     facts = _facts(best, ranked, w, c, context_length, offers, shape, consts, fit)
     result.warnings = run_checks(facts) + explain.sanity(best, ranked) + explain.listing(best)
