@@ -22,6 +22,7 @@ class TokenCount:
     method: str  # how the number was obtained, for the plan's "why"
     lengths: tuple[int, ...] = field(default=(), repr=False)  # tokens per example counted (the data audit)
     duplicates: int = 0  # rows identical to an earlier row
+    skipped: str = ""  # with skip_bad_rows: how many bad rows were left out, and the first
 
 
 @cache
@@ -99,7 +100,8 @@ def count_tokens(path: str | os.PathLike, tokenizer: Any = None, fmt: str = "aut
 
     from cheaptune.data.load import load_dataset_rows
 
-    ds = load_dataset_rows(path, fmt=fmt, skip_bad_rows=skip_bad_rows, objective=objective).dataset
+    loaded = load_dataset_rows(path, fmt=fmt, skip_bad_rows=skip_bad_rows, objective=objective)
+    ds = loaded.dataset
     n = len(ds)
     if sample is not None and sample < 1:
         raise BadInput(f"sample must be at least 1 row; got {sample}")
@@ -134,4 +136,11 @@ def count_tokens(path: str | os.PathLike, tokenizer: Any = None, fmt: str = "aut
         duplicates += key in seen
         seen.add(key)
     return TokenCount(tokens=round(sum(lengths) * scale), examples=n, exact=exact, method=method,
-                      lengths=tuple(round(x) for x in lengths), duplicates=round(duplicates * scale))
+                      lengths=tuple(round(x) for x in lengths), duplicates=round(duplicates * scale),
+                      skipped=_skipped(loaded.n_bad, loaded.bad_examples))
+
+
+def _skipped(n_bad: int, examples: list[str]) -> str:
+    if not n_bad:
+        return ""
+    return f"{n_bad} bad row{'s' if n_bad > 1 else ''} skipped (--skip-bad-rows); the first: {examples[0]}"

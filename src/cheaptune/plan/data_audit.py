@@ -34,18 +34,18 @@ def audit(w: Workload, best: Option, shape: Any, consts: dict, context: int | No
     cut = 1 - _kept(lengths, seq) / max(total, 1)
     padding = 1 - _kept(lengths, seq) / (n * seq)
     lines = [f"example lengths: median {q(0.5)}, p90 {q(0.9)}, p99 {q(0.99)}, max {lengths[-1]} tokens ({n} examples)",
-             f"--seq-len {seq} truncates {truncated:.1%} of examples and cuts {cut:.1%} of the tokens; the trainer "
-             f"packs examples, so nothing is padded (unpacked, {padding:.0%} of every sequence would be padding)"]
+             f"--seq-len {seq} truncates {truncated:.1%} of examples and cuts {cut:.1%} of the tokens; the plan "
+             f"prices the {w.trained_tokens:,.0f} tokens per epoch that train. The trainer packs examples, so "
+             f"nothing is padded (unpacked, {padding:.0%} of every sequence would be padding)"]
+    if w.skipped:
+        lines.append(w.skipped)
     if w.duplicates:
         lines.append(f"{w.duplicates} examples are exact duplicates of earlier ones ({w.duplicates / n:.1%}); "
                      f"dropping them saves about ${best.total * w.duplicates / n:.2f}")
     if best.fit is None or best.offer is None:
         return lines
-    scale = w.tokens / max(total, 1)  # a sampled count was scaled up
-
-    def cost(s: int) -> float:
-        tokens = max(1, round(_kept(lengths, s) * scale))
-        return price_option(best.fit, best.offer, dataclasses.replace(w, seq_len=s, tokens=tokens), shape, consts).total
+    def cost(s: int) -> float:  # the workload prices what trains at `s` (Workload.trained_tokens)
+        return price_option(best.fit, best.offer, dataclasses.replace(w, seq_len=s), shape, consts).total
 
     base = cost(seq)
     for s in (seq // 2, seq * 2):

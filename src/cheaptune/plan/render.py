@@ -29,7 +29,7 @@ def to_json(r: PlanResult) -> dict[str, Any]:
     w = r.workload
     return {
         "model": r.model_id,
-        "workload": {"tokens": w.tokens, "epochs": w.epochs, "seq_len": w.seq_len, "effective_batch": w.effective_batch,
+        "workload": {"tokens": w.tokens, "trained_tokens": round(w.trained_tokens), "epochs": w.epochs, "seq_len": w.seq_len, "effective_batch": w.effective_batch,
                      "examples": w.examples, "tokens_exact": w.tokens_exact, "tokens_basis": w.tokens_basis},
         "optimize": r.constraints.optimize,
         "objective": r.workload.objective,
@@ -76,7 +76,9 @@ def _text_sections(r: PlanResult) -> list[tuple[str, list[str]]]:
 def text_sections(doc: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """The plan's prose, titled, from its JSON form (what `plan --json` prints, or a file of it)."""
     w = doc["workload"]
-    head = [f"{doc['model']}: {w['tokens']:,} tokens/epoch ({w['tokens_basis']}) x {w['epochs']:g} epochs, "
+    trained = w.get("trained_tokens", w["tokens"])
+    cut = f", {trained:,} of them train (--seq-len {w['seq_len']} cuts the rest)" if trained < w["tokens"] else ""
+    head = [f"{doc['model']}: {w['tokens']:,} tokens/epoch ({w['tokens_basis']}){cut} x {w['epochs']:g} epochs, "
             f"seq {w['seq_len']}, effective batch {w['effective_batch']}"]
     return [
         ("Plan", head),

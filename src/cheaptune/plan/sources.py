@@ -205,7 +205,7 @@ def build_workload(spec: Any, dataset: str | None, tokens: int | None, examples:
         basis = f"counted ({tc.method})" if tc.exact else f"estimated ({tc.method})"
         return Workload(tc.tokens, examples=tc.examples, tokens_exact=tc.exact, tokens_basis=basis,
                         dataset_bytes=path.stat().st_size, lengths=tc.lengths, duplicates=tc.duplicates,
-                        **common).validate()
+                        skipped=tc.skipped, **common).validate()
     if tokens is not None:
         return Workload(int(tokens), tokens_basis="given (--tokens)", **common).validate()
     if examples is not None:

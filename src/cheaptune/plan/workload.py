@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from cheaptune.errors import BadInput
 from cheaptune.util.names import did_you_mean
@@ -30,16 +31,25 @@ class Workload:
     dataset_bytes: int = 0
     lengths: tuple[int, ...] = field(default=(), repr=False, compare=False)  # tokens per example, when counted
     duplicates: int = 0  # examples identical to an earlier one
+    skipped: str = ""  # bad rows left out by --skip-bad-rows: how many, and the first
     objective: str = "sft"  # sft | dpo | orpo; for dpo/orpo tokens count both rows of each pair
+
+    @cached_property
+    def trained_tokens(self) -> float:
+        """Tokens per epoch the trainer trains: each example is cut to --seq-len before packing, so a dataset
+        file's long examples count only up to it (a sampled count is scaled up); without lengths, all."""
+        if not self.lengths:
+            return float(self.tokens)
+        return self.tokens * sum(min(n, self.seq_len) for n in self.lengths) / max(sum(self.lengths), 1)
 
     @property
     def train_tokens(self) -> float:
-        return self.tokens * self.epochs
+        return self.trained_tokens * self.epochs
 
     @property
     def sequences(self) -> int:
         """Sequences per epoch with packing (the trainer packs by default)."""
-        return max(1, math.ceil(self.tokens / self.seq_len))
+        return max(1, math.ceil(self.trained_tokens / self.seq_len))
 
     def validate(self) -> Workload:
         if self.tokens <= 0:
