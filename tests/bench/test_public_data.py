@@ -107,7 +107,9 @@ def test_gemm_covers_the_boards_the_plan_recommends() -> None:
 
 def test_job_rows_state_wall_time_and_the_settings_to_predict_it() -> None:
     for r in rows("jobs_public.csv"):
-        positive(r, "wall_s", "micro_batch", "grad_accum", "gpus_per_node", "nodes")
+        positive(r, "wall_s", "micro_batch", "gpus_per_node", "nodes")
+        if r["grad_accum"]:  # blank only where the source does not state it
+            positive(r, "grad_accum")
         assert r["method"] == "full" or r["method"] in ADAPTER_METHODS, f"{r['id']}: method {r['method']!r}"
         assert r["tokens_basis"] in ("counted", "packed", "not stated"), f"{r['id']}: tokens_basis {r['tokens_basis']!r}"
         if r["tokens_basis"] != "not stated":
