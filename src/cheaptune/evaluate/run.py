@@ -99,6 +99,18 @@ def record(run_id: str, result: dict[str, Any]) -> None:
     RunHandle(Registry(), run_id, segment=-1).event("eval", _event(result))
 
 
+PROMPT_CHARS = 200  # the end of a prompt (the question) is what a reader of the report needs
+
+
+def tail(text: str, limit: int) -> str:
+    """The last `limit` characters or fewer, starting at a word: '...' and whole words, never half of one."""
+    if len(text) <= limit:
+        return text
+    cut = text[-limit:]
+    start = next((i + 1 for i, ch in enumerate(cut) if ch.isspace()), 0)
+    return "..." + cut[start:]
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -128,6 +140,6 @@ def markdown(result: dict[str, Any]) -> str:
                   "| | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
         lines += [f"| {r} | " + " | ".join(str(t["confusion"][r].get(c, 0)) for c in cols) + " |" for r in labels]
     for ex in result.get("examples", []):
-        lines += ["", f"- prompt: `{ex['prompt'][-200:]!r}`", f"  - reference: `{ex['reference']!r}`",
+        lines += ["", f"- prompt: `{tail(ex['prompt'], PROMPT_CHARS)!r}`", f"  - reference: `{ex['reference']!r}`",
                   f"  - base: `{ex['base']!r}`", f"  - tuned: `{ex['tuned']!r}`"]
     return "\n".join(lines) + "\n"

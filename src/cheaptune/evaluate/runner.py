@@ -9,6 +9,7 @@ through the chat template, plain-text prompts as they are.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,12 +103,14 @@ def generate(model: Any, tokenizer: Any, exs: list[Example], batch_size: int, ma
 
 
 def score(model: Any, tokenizer: Any, exs: list[Example], batch_size: int, max_new_tokens: int,
-          bar: Any = None) -> dict[str, Any]:
-    """loss, perplexity and (when rows have answers) the answers and their scores, for one model."""
-    loss = answer_loss(model, tokenizer, exs, batch_size, bar)
+          phase: Callable[[str, int], Callable[[int], None]] | None = None, side: str = "") -> dict[str, Any]:
+    """loss, perplexity and (when rows have answers) the answers and their scores, for one model. `phase(name,
+    rows)` starts a pass and returns what counts its rows (a progress bar)."""
+    loss = answer_loss(model, tokenizer, exs, batch_size, phase(f"{side} loss", len(exs)) if phase else None)
     out: dict[str, Any] = {"loss": loss, "perplexity": math.exp(min(loss, 700))}
     answered = [e for e in exs if e.reference]
     if answered:
+        bar = phase(f"{side} answers", len(answered)) if phase else None
         preds = generate(model, tokenizer, answered, batch_size, max_new_tokens, bar)
         out.update(score_answers(preds, [e.reference for e in answered]))
         out["answers"] = preds
@@ -124,11 +127,16 @@ def compare(model: Any, tokenizer: Any, exs: list[Example], batch_size: int = 8,
         longest = max((len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in refs), default=0)
         max_new_tokens = min(longest + 8, 512)
     model.eval()
-    work = 2 * (len(exs) + len(refs))
-    with tqdm(total=work, desc="eval", disable=not progress, unit="row") as bar:
+    with tqdm(total=len(exs), desc="eval", disable=not progress, unit="row") as bar:
+        def phase(name: str, rows: int) -> Callable[[int], None]:
+            """One bar per pass over the rows (loss, then answers; base, then tuned): it counts rows, not passes."""
+            bar.reset(total=rows)
+            bar.set_description(f"eval {name}")
+            return bar.update
+
         with model.disable_adapter():
-            base = score(model, tokenizer, exs, batch_size, max_new_tokens, bar.update)
-        tuned = score(model, tokenizer, exs, batch_size, max_new_tokens, bar.update)
+            base = score(model, tokenizer, exs, batch_size, max_new_tokens, phase, "base")
+        tuned = score(model, tokenizer, exs, batch_size, max_new_tokens, phase, "tuned")
     return {"rows": len(exs), "base": base, "tuned": tuned,
             "examples": [{"prompt": e.prompt, "reference": e.reference, "base": b, "tuned": t}
                          for e, b, t in zip([e for e in exs if e.reference][:3], base.get("answers", []),
