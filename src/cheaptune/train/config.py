@@ -12,6 +12,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, Va
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate.policy import DEFAULT_QUANT, INT8_REFUSAL, LORA_DROPOUT, QUANTS, VIRTUAL_TOKENS
+from cheaptune.train.grpo_options import GrpoFields
 from cheaptune.util.names import did_you_mean
 from cheaptune.util.yamlfile import read_mapping
 
@@ -33,17 +34,19 @@ class DatasetSpec(BaseModel):
     type: str = "auto"
 
 
-class TrainConfig(BaseModel):
-    """Everything `cheaptune train` needs; field names follow Axolotl, aliases follow HF."""
+class TrainConfig(GrpoFields, BaseModel):
+    """Everything `cheaptune train` needs; field names follow Axolotl, aliases follow HF (GRPO's keys:
+    cheaptune.train.grpo_options)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)  # no inf budget or price
 
     base_model: str | None = Field(None, validation_alias=AliasChoices("base_model", "model_name_or_path", "model"))
     method: Method | None = Field(None, description="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning")
-    objective: Literal["sft", "dpo", "orpo"] = Field("sft", validation_alias=AliasChoices("objective", "rl"),
-                                                     description="sft | dpo | orpo (Axolotl's rl: dpo|orpo)")
-    beta: float = Field(0.1, gt=0, validation_alias=AliasChoices("beta", "rl_beta", "orpo_alpha"),
-                        description="dpo: strength of the pull to the reference; orpo: weight of the odds-ratio term")
+    objective: Literal["sft", "dpo", "orpo", "grpo"] = Field("sft", validation_alias=AliasChoices("objective", "rl"),
+                                                             description="sft | dpo | orpo | grpo (Axolotl's rl)")
+    beta: float | None = Field(None, ge=0, validation_alias=AliasChoices("beta", "rl_beta", "orpo_alpha"),
+                               description="dpo: strength of the pull to the reference (default 0.1); orpo: weight "
+                               "of the odds-ratio term (0.1); grpo: KL weight, a reference model only above 0 (0)")
     precompute_ref_log_probs: bool = Field(False, description="dpo: reference log-probs computed once before "
                                            "training, so no reference model is held (full fine-tuning)")
     adapter: Literal["lora", "qlora"] | None = Field(None, description="Axolotl spelling of the method")
@@ -145,6 +148,10 @@ class TrainConfig(BaseModel):
             raise ValueError(f"quant {self.quant} needs method qlora (it quantizes the frozen base)")
         if self.lora_target_linear and not self.lora_target_modules:
             self.lora_targets = "all-linear"
+        if self.beta is None:
+            self.beta = 0.0 if self.objective == "grpo" else 0.1
+        if self.objective in ("dpo", "orpo") and self.beta <= 0:
+            raise ValueError(f"objective {self.objective} needs beta above 0 (got {self.beta})")
         if self.objective != "sft" and self.method not in PREFERENCE_METHODS:
             raise ValueError(f"objective {self.objective} trains {', '.join(PREFERENCE_METHODS)}; "
                              f"not {self.method}")
