@@ -75,8 +75,10 @@ def report_cmd(
             f"{ratio}, budget {_money(summary['budget_usd'])}; {summary['segments']} segment(s)")
     c.print(f"steps {_num(summary['steps'], '{}')}, train loss {_num(summary['train_loss'])}, "
             f"eval loss {_num(summary['eval_loss'])}")
+    from cheaptune.runs.events import event_line
+
     for e in summary["alerts"]:
-        c.print(f"  {e['kind']}: {(e['detail'] or {}).get('message', e['detail'])}")
+        c.print(f"  {event_line(e)}", markup=False, highlight=False)
     for p in summary["plots"]:
         c.print(f"plot: {p}")
 
@@ -92,10 +94,12 @@ def compare_cmd(
     from cheaptune.runs.compare import compare_rows, plot_compare
     from cheaptune.runs.registry import Registry
 
-    if len(runs) < 2:
-        raise BadInput(f"compare needs two or more runs (got {len(runs)}); for one run use `cheaptune report {runs[0]}`")
     reg = Registry()
-    rows = compare_rows([reg.get_run(r) for r in runs])
+    found = list({rec["id"]: rec for rec in (reg.get_run(r) for r in runs)}.values())  # one run named twice: once
+    if len(found) < 2:
+        raise BadInput(f"compare needs two or more different runs (got {len(found)}: {', '.join(runs)}); "
+                       f"for one run use `cheaptune report {runs[0]}`")
+    rows = compare_rows(found)
     written = plot_compare(rows, plot) if plot else None
     if plot and written is None:
         typer.echo(f"no plot written to {plot}: none of these runs has both a cost and an eval loss "

@@ -15,12 +15,10 @@ from typing import Any, TextIO
 
 from transformers import TrainerCallback
 
-GIB = 2**30
+from cheaptune.runs.events import pct as _pct
+from cheaptune.runs.events import probe_line
+
 SLOW = 0.75  # measured speed under 75% of the prediction is worth a warning (the issue's 25%)
-
-
-def _pct(measured: float, predicted: float) -> str:
-    return f"{(measured / predicted - 1) * 100:+.0f}%"
 
 
 def device_peaks() -> tuple[int | None, int | None, int | None]:
@@ -117,22 +115,7 @@ class ProbeCallback(TrainerCallback):
 
     def line(self, r: dict[str, Any]) -> str:
         """'probe (3 steps): memory 20.1 GiB peak (21.0 reserved) vs 21.5 predicted (-7%); speed ...'."""
-        if r["peak_allocated"] is None:
-            mem = "memory not measured on this device"
-        else:
-            mem = (f"memory {r['device_used'] / GIB:.2f} GiB on the device ({r['peak_allocated'] / GIB:.2f} peak "
-                   f"allocated, {r['peak_reserved'] / GIB:.2f} reserved)")
-            if r["predicted_peak"]:
-                mem += f" vs {r['predicted_peak'] / GIB:.2f} predicted ({_pct(r['device_used'], r['predicted_peak'])})"
-        speed = f"speed {r['tokens_per_s']:.0f} tok/s, {r['s_per_step']:.2f} s/step"
-        if r.get("planned_gpu"):
-            speed += (f" (ran on {r['gpu'] or 'the CPU'}, not the plan's {r['planned_gpu']}: not compared with "
-                      "its prediction)")
-        elif r["predicted_tokens_per_s"]:
-            speed += f" vs {r['predicted_tokens_per_s']:.0f} predicted ({_pct(r['tokens_per_s'], r['predicted_tokens_per_s'])})"
-        else:
-            speed += " (no prediction: train from a plan for one)"
-        return f"probe ({r['steps']} steps, micro-batch {r['micro_batch']} x {r['grad_accum']}): {mem}; {speed}"
+        return probe_line(r)
 
     def _report(self, r: dict[str, Any]) -> None:
         out = self.stream or sys.stderr
