@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cheaptune.data import formats, preference
+from cheaptune.data import formats, preference, prompts
 from cheaptune.data.formats import RowProblem, kind
 from cheaptune.data.readers import iter_rows
 from cheaptune.errors import BadInput
@@ -54,6 +54,7 @@ class _Family:
 _SFT = _Family(formats.resolve_format, formats.detect, formats.normalize, lambda fmt, row: fmt, _features)
 _PREFERENCE = _Family(preference.resolve_format, preference.detect, preference.normalize,
                       lambda fmt, row: preference.shape(row), preference.features)
+_PROMPTS = _Family(prompts.resolve_format, prompts.detect, prompts.normalize, prompts.shape, prompts.features)
 
 
 def load_dataset_rows(path: str | os.PathLike, fmt: str = "auto", skip_bad_rows: bool = False,
@@ -62,11 +63,12 @@ def load_dataset_rows(path: str | os.PathLike, fmt: str = "auto", skip_bad_rows:
 
     Bad rows are all counted in one pass; without `skip_bad_rows` the first one is raised as BadInput
     with the count of the rest, so a user fixes a file in one round rather than one error at a time.
-    `objective` dpo or orpo reads preference pairs (cheaptune.data.preference) instead of SFT rows.
+    `objective` dpo or orpo reads preference pairs (cheaptune.data.preference) instead of SFT rows, grpo
+    prompts with the columns its rewards read (cheaptune.data.prompts).
     """
     from datasets import Dataset, concatenate_datasets
 
-    family = _SFT if objective == "sft" else _PREFERENCE
+    family = {"sft": _SFT, "grpo": _PROMPTS}.get(objective, _PREFERENCE)
     chosen = family.resolve(fmt)
     first_shape: str | None = None
     parts: list[Any] = []
