@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cheaptune.launch.backend import LaunchResult, SkyBackend
+from cheaptune.launch.backend import LaunchedPrice, LaunchResult, SkyBackend
 from cheaptune.plan.planfile import CostBreakdown, Offer, PlanFile, Prediction, TrainSettings, save
 
 DEMO_DATA = str(Path(__file__).resolve().parents[2] / "examples" / "demo" / "train.jsonl")
@@ -36,6 +36,7 @@ class RecordingBackend:
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict]] = []
         self._real = SkyBackend()
+        self.price: LaunchedPrice | None = None
 
     def validate(self, yaml_path: Path) -> None:
         self.calls.append(("validate", {"yaml_path": yaml_path}))
@@ -49,6 +50,15 @@ class RecordingBackend:
         self.calls.append(("launch_cluster", {"task": task, "secrets": secrets, "cluster": cluster,
                                               "idle_minutes": idle_minutes}))
         return LaunchResult(job_id=1, cluster=cluster)
+
+    def exec_cluster(self, task: dict, secrets: dict[str, str], cluster: str) -> LaunchResult:
+        self.calls.append(("exec_cluster", {"task": task, "secrets": secrets, "cluster": cluster}))
+        return LaunchResult(job_id=2, cluster=cluster)
+
+    def launched_price(self, result: LaunchResult) -> LaunchedPrice | None:
+        """What SkyPilot would say the launched instance costs: `self.price` (None: it says nothing)."""
+        self.calls.append(("launched_price", {"result": result}))
+        return self.price
 
     def status(self, job_id: int | None) -> list[dict]:
         self.calls.append(("status", {"job_id": job_id}))

@@ -25,7 +25,7 @@ def test_managed_job_launch_calls_seam_and_records_run(tmp_path, recorder):
     env = {"HF_TOKEN": "hf_value", "PATH": "/bin"}
     info = launcher.launch(plan, LaunchOptions(), recorder, tmp_path / "t.yaml", env=env)
     kinds = [c[0] for c in recorder.calls]
-    assert kinds == ["validate", "launch_job"]
+    assert kinds == ["validate", "launch_job", "launched_price"]
     call = recorder.calls[1][1]
     assert call["secrets"] == {"HF_TOKEN": "hf_value"}  # values reach SkyPilot only through the seam
     assert call["task"]["secrets"] == {"HF_TOKEN": None}  # unset names are left out, never a value
@@ -43,9 +43,13 @@ def test_managed_job_launch_calls_seam_and_records_run(tmp_path, recorder):
 def test_cluster_launch(tmp_path, recorder):
     info = launcher.launch(make_plan(offer("lambda", "H100", 2.5)), LaunchOptions(mode="cluster", cluster="dev"),
                            recorder, tmp_path / "t.yaml", env={})
-    name, call = recorder.calls[-1]
-    assert name == "launch_cluster" and call["cluster"] == "dev" and call["idle_minutes"] == 10
-    assert "secrets" not in call["task"] and info["cluster"] == "dev"
+    kinds = [c[0] for c in recorder.calls]
+    assert kinds == ["validate", "launch_cluster", "launched_price", "exec_cluster"]  # set up, priced, then run
+    setup, run = recorder.calls[1][1], recorder.calls[3][1]
+    assert setup["cluster"] == "dev" and setup["idle_minutes"] == 10 and "run" not in setup["task"]
+    assert run["cluster"] == "dev" and run["task"]["run"] and "setup" not in run["task"]
+    assert run["task"]["resources"] == {"accelerators": "H100:1"}  # the run sees the cluster's GPU
+    assert "secrets" not in setup["task"] and info["cluster"] == "dev" and info["billed_per_hour"] is None
 
 
 def test_cli_dry_run_writes_validated_yaml(tmp_path, plan_file, run_cli):

@@ -146,6 +146,8 @@ def launch(
                f"follow with `cheaptune launch --status --job {info['job_id']}`")
     if info["unset_secrets"]:
         typer.echo(f"note: not set here, so not passed: {', '.join(info['unset_secrets'])}", err=True)
+    if info.get("billed_line"):
+        typer.echo(f"warning: {info['billed_line']}", err=True)
 
 
 def _print_status(result: object) -> None:

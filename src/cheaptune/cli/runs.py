@@ -69,7 +69,7 @@ def report_cmd(
     c = console()
     c.print(f"[bold]run {summary['id']}[/] {summary['name'] or ''}  status: {summary['status']}")
     c.print(f"{summary['model'] or '-'} / {summary['method'] or '-'} on {summary['gpu'] or '-'} "
-            f"({summary['provider'] or '-'}, {_money(summary['price_per_hour'])}/h)")
+            f"({summary['provider'] or '-'}, {_rates(summary)})")
     ratio = f" ({summary['cost_ratio']:.0%} of predicted)" if summary["cost_ratio"] else ""
     c.print(f"cost: {_money(summary['cost_actual_usd'])} actual, {_money(summary['cost_predicted_usd'])} predicted"
             f"{ratio}, budget {_money(summary['budget_usd'])}; {summary['segments']} segment(s)")
@@ -81,6 +81,14 @@ def report_cmd(
         c.print(f"  {event_line(e)}", markup=False, highlight=False)
     for p in summary["plots"]:
         c.print(f"plot: {p}")
+
+
+def _rates(summary: dict) -> str:
+    """'$0.69/h', or the plan's and the billed rate side by side when they differ."""
+    planned, billed = summary["planned_per_hour"], summary["billed_per_hour"]
+    if planned == billed:
+        return f"{_money(billed)}/h"
+    return f"{_money(planned)}/h planned, {_money(billed)}/h billed"
 
 
 def compare_cmd(

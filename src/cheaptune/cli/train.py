@@ -136,6 +136,11 @@ def train(
         from cheaptune.train.plancheck import check_plan_overrides
 
         check_plan_overrides(cfg, plan, force)
+        from cheaptune.runs.billed import against_plan
+
+        cfg, billed = against_plan(cfg, plan)  # metered above the plan's rate: said, re-projected (issue 29)
+        if billed:
+            typer.echo(billed, err=True)
     if data_format and not data:
         cfg = cfg.model_copy(update={"datasets": [d.model_copy(update={"type": data_format}) for d in cfg.datasets]})
     from cheaptune.train.guardrails import guard_settings  # transformers: after the cheap checks above

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cheaptune.errors import BadInput, CheaptuneError
+from cheaptune.estimate.cost import SECONDS_PER_HOUR
 
 ENABLE_HINT = "run `sky check` to see which clouds are enabled and how to enable one (credentials), then launch again"
 SERVER_HINT = "start one with `sky api start` (or connect with `sky api login -e URL`)"
@@ -28,10 +29,23 @@ class LaunchResult:
     cluster: str | None = None
 
 
+@dataclass(frozen=True)
+class LaunchedPrice:
+    """What SkyPilot says the launched instance costs: USD per hour for all nodes, on which cloud, for
+    which accelerators ("A10G:1"), and from where."""
+
+    per_hour: float
+    cloud: str
+    accelerators: str | None
+    source: str
+
+
 class Backend(Protocol):
     def validate(self, yaml_path: Path) -> None: ...
     def launch_job(self, task: dict, secrets: dict[str, str], name: str) -> LaunchResult: ...
     def launch_cluster(self, task: dict, secrets: dict[str, str], cluster: str, idle_minutes: int) -> LaunchResult: ...
+    def exec_cluster(self, task: dict, secrets: dict[str, str], cluster: str) -> LaunchResult: ...
+    def launched_price(self, result: LaunchResult) -> LaunchedPrice | None: ...
     def status(self, job_id: int | None) -> list[dict]: ...
     def cancel(self, job_id: int) -> None: ...
 
@@ -140,6 +154,34 @@ class SkyBackend:
                 sky.launch(t, cluster_name=cluster, idle_minutes_to_autostop=idle_minutes, down=True)
             )
         return LaunchResult(job_id=job_id, cluster=cluster)
+
+    def exec_cluster(self, task: dict, secrets: dict[str, str], cluster: str) -> LaunchResult:
+        """Run a task on the launched cluster (its setup and mounts are done): the run, with the billed rate."""
+        sky = _sky()
+        t = self._task(task, secrets)
+        with server_session(keep_on_success=True):
+            job_id, _handle = sky.stream_and_get(sky.exec(t, cluster_name=cluster))
+        return LaunchResult(job_id=job_id, cluster=cluster)
+
+    def launched_price(self, result: LaunchResult) -> LaunchedPrice | None:
+        """A cluster's price from SkyPilot's own cost data: its launched resources' hourly cost (the catalog
+        row of the instance it got, a marketplace's listing price) x nodes. A managed job's instance lives
+        on the jobs controller, which reports no price: None, as for anything SkyPilot does not answer."""
+        if result.cluster is None:
+            return None
+        sky = _sky()
+        try:
+            with server_session(keep_on_success=True):
+                records = sky.stream_and_get(sky.status(cluster_names=[result.cluster]))
+            rec = records[0]
+            handle = rec.get("handle") if isinstance(rec, dict) else rec.handle
+            res, nodes = handle.launched_resources, handle.launched_nodes
+            accs = res.accelerators or {}
+            name = ",".join(f"{k}:{v:g}" for k, v in accs.items()) or None
+            return LaunchedPrice(res.get_cost(SECONDS_PER_HOUR) * nodes, str(res.cloud).lower(), name,
+                                 f"SkyPilot's cost of {res.instance_type} in {res.region} x {nodes} node(s)")
+        except Exception:  # no price is not a failure: the meter keeps the plan's highest rate
+            return None
 
     def status(self, job_id: int | None) -> list[dict]:
         sky = _sky()

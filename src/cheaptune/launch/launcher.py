@@ -14,11 +14,12 @@ from pathlib import Path
 import yaml
 
 from cheaptune.launch import verify
-from cheaptune.launch.backend import Backend, LaunchResult
+from cheaptune.launch.backend import Backend, LaunchedPrice, LaunchResult
 from cheaptune.launch.options import LaunchOptions
 from cheaptune.launch.regions import skypilot_catalog_dir
 from cheaptune.launch.stage import stage, write_staging
 from cheaptune.launch.task import (
+    BILLED_ENV,
     Selection,
     build_task,
     offer_prices,
@@ -28,6 +29,7 @@ from cheaptune.launch.task import (
 )
 from cheaptune.launch.verify import Checked
 from cheaptune.plan.planfile import Offer, PlanFile
+from cheaptune.runs.billed import EVENT, BilledRate
 from cheaptune.util import atomic
 from cheaptune.util.paths import home
 
@@ -104,15 +106,49 @@ def launch(
             del task["secrets"]
     name = task["name"]
     if opts.mode == "cluster":
-        result = backend.launch_cluster(task, secrets, opts.cluster or name, opts.idle_minutes)
+        # Provision and set up first, then run with the rate SkyPilot says the cluster it got costs.
+        cluster = opts.cluster or name
+        result = backend.launch_cluster({k: v for k, v in task.items() if k != "run"}, secrets, cluster,
+                                        opts.idle_minutes)
+        price = backend.launched_price(result)
+        result = backend.exec_cluster(run_task(task, price), secrets, cluster)
     else:
         result = backend.launch_job(task, secrets, name)
-    run_id = _record(prep, opts, result, unset)
+        price = backend.launched_price(result)
+    run_id, billed = _record(prep, opts, result, unset, price)
     return {
         "run_id": run_id, "name": name, "mode": opts.mode, "job_id": result.job_id, "cluster": result.cluster,
         "task_yaml": str(prep.yaml_path), "offers": [describe(o) for o in prep.selection.offers],
         "skipped": prep.selection.skipped, "notes": prep.selection.notes, "unset_secrets": unset,
+        "planned_per_hour": billed.planned if billed else None, "billed_per_hour": billed.billed if billed else None,
+        "billed_line": billed.line(prep.plan.prediction.cost.total, prep.plan.budget_usd)
+        if billed and billed.over else None,
     }
+
+
+def run_task(task: dict, price: LaunchedPrice | None) -> dict:
+    """The run of a set-up cluster as its own task: the same run line and envs (plus the billed rate for the
+    meter), on the accelerators the cluster got (a task without them would see no GPU)."""
+    envs = dict(task.get("envs") or {})
+    res = task["resources"]
+    entries = res.get("any_of") or [res]
+    accs = price.accelerators if price and price.accelerators else None
+    if accs is None and len({e["accelerators"] for e in entries}) == 1:
+        accs = entries[0]["accelerators"]
+    if price is not None:
+        envs[BILLED_ENV] = f"{price.per_hour:.6g}"
+    out = {"name": task["name"], "envs": envs, "run": task["run"], **({"resources": {"accelerators": accs}} if accs else {})}
+    for key in ("secrets", "num_nodes"):
+        if key in task:
+            out[key] = task[key]
+    return out
+
+
+def billed_rate(plan: PlanFile, offers: list[Offer], price: LaunchedPrice) -> BilledRate:
+    """The launched price against the plan's for the cloud it landed on (the highest of the chosen offers
+    when that cloud is not among them)."""
+    planned = offer_prices(offers)
+    return BilledRate(planned.get(price.cloud, max(planned.values())), price.per_hour, price.source)
 
 
 def remote_ref(mode: str, result: LaunchResult) -> str:
@@ -122,7 +158,8 @@ def remote_ref(mode: str, result: LaunchResult) -> str:
     return f"skypilot:cluster/{result.cluster}/{result.job_id}"
 
 
-def _record(prep: Prepared, opts: LaunchOptions, result: LaunchResult, unset: list[str]) -> str:
+def _record(prep: Prepared, opts: LaunchOptions, result: LaunchResult, unset: list[str],
+            price: LaunchedPrice | None) -> tuple[str, BilledRate | None]:
     from cheaptune.runs.registry import Registry
 
     plan, offer = prep.plan, prep.plan.offer
@@ -138,7 +175,13 @@ def _record(prep: Prepared, opts: LaunchOptions, result: LaunchResult, unset: li
         "task_yaml": str(prep.yaml_path), "failover": [describe(o) for o in prep.selection.offers[1:]],
         "unset_secrets": unset,
     })
-    return run.id
+    if price is None:
+        return run.id, None
+    billed = billed_rate(plan, prep.selection.offers, price)
+    run.event(EVENT, billed.detail(plan.prediction.cost.total, plan.budget_usd))
+    if billed.over:
+        run.update(cost_projected_usd=billed.projected(plan.prediction.cost.total))
+    return run.id, billed
 
 
 # SkyPilot managed-job statuses -> our registry's; anything not listed (PENDING, STARTING, ...) stays "launched".

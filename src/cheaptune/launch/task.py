@@ -202,9 +202,11 @@ _PICK_CLOUD = (
     'CLOUD=$(python3 -c \'import json, os; '
     'print(json.loads(os.environ.get("SKYPILOT_CLUSTER_INFO") or "{}").get("cloud", "").lower())\')'
 )
+# The billed rate, when launch learned it from SkyPilot (a cluster: launch.launcher), wins over the plan's.
+BILLED_ENV = "CHEAPTUNE_BILLED_PRICE"
 _PICK_PRICE = (
-    'PRICE=$(python3 -c \'import json, os, sys; p = json.loads(os.environ["CHEAPTUNE_OFFER_PRICES"]); '
-    'print(p.get(sys.argv[1], max(p.values())))\' "$CLOUD")'
+    f'PRICE=${{{BILLED_ENV}:-$(python3 -c \'import json, os, sys; p = json.loads(os.environ["CHEAPTUNE_OFFER_PRICES"]); '
+    'print(p.get(sys.argv[1], max(p.values())))\' "$CLOUD")}'
 )
 _PICK_NOTICE = 'case "$CLOUD" in aws|gcp|azure) NOTICE="$CLOUD" ;; *) NOTICE=none ;; esac'
 NOTICE_CLOUDS = ("aws", "gcp", "azure")

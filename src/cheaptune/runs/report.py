@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from cheaptune.runs.billed import latest
 from cheaptune.util.atomic import write_bytes
 
 
@@ -23,6 +24,9 @@ def summarize(run: dict) -> dict:
     out["memory_ratio"] = _ratio(run.get("peak_mem_measured"), run.get("peak_mem_predicted"))
     out["segments"] = len(run.get("segments", []))
     out["alerts"] = [e for e in run.get("events", []) if e["kind"] not in ("start", "finish")]
+    billed = latest(run)  # planned and billed rate side by side (runs.billed); none recorded: the one metered rate
+    out["planned_per_hour"] = billed["planned_per_hour"] if billed else run.get("price_per_hour")
+    out["billed_per_hour"] = billed["billed_per_hour"] if billed else run.get("price_per_hour")
     return out
 
 

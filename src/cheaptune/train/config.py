@@ -167,6 +167,7 @@ class TrainConfig(GrpoFields, BaseModel):
     _plan_notes: list[str] = PrivateAttr(default_factory=list)
     _plan_priced: bool = PrivateAttr(default=False)  # price_per_hour is the plan's (train.billing drops it elsewhere)
     _planned_speedups: tuple[str, ...] = PrivateAttr(default=())  # speed options the plan alone turned on
+    _billed: dict | None = PrivateAttr(default=None)  # billed above the plan's rate (runs.billed.against_plan)
     # Axolotl keys read but not used: (ignored: change nothing; named: cheaptune trains them its own way)
     _foreign: tuple[list[str], list[str]] = PrivateAttr(default_factory=lambda: ([], []))
 

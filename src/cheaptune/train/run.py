@@ -155,6 +155,8 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
         if resume_from is not None:
             print(f"resuming from {resume_from}", flush=True)
     run = guardrails.open_run(cfg, resuming=resume_from is not None) if main else None
+    if run is not None and cfg._billed:
+        run.event("billed_rate", cfg._billed)  # runs.billed.EVENT: the planned and billed rate, re-projected
     spend = root / ledger.FILE  # every rank reads it when resuming (they must agree on a refusal); main writes it
     if resume_from is None and main:
         spend.unlink(missing_ok=True)  # a fresh run: the spend of an earlier run in this folder is not its own

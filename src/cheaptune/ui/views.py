@@ -60,6 +60,16 @@ def choices(runs: list[dict]) -> dict[str, list[str]]:
     return {k: sorted({str(r[k]) for r in runs if r.get(k)}) for k in ("status", "method", "gpu", "provider")}
 
 
+def _rates(run: dict) -> str:
+    """The metered rate, or the plan's and the billed rate side by side (runs.billed) when they differ."""
+    from cheaptune.runs.billed import latest
+
+    billed = latest(run)
+    if billed is None or billed["planned_per_hour"] == billed["billed_per_hour"]:
+        return f"{money(run.get('price_per_hour'))}/h"
+    return f"{money(billed['planned_per_hour'])}/h planned, {money(billed['billed_per_hour'])}/h billed"
+
+
 def run_page(run: dict) -> dict[str, Any]:
     """Everything the run page shows; `problems` name what is wrong with this run alone."""
     problems = [run["problem"]] if run.get("problem") else []
@@ -71,7 +81,7 @@ def run_page(run: dict) -> dict[str, Any]:
         "id": run["id"], "name": run.get("name") or run["id"], "status": run.get("status"), "problems": problems,
         "facts": [("model", run.get("model") or "-"), ("method", run.get("method") or "-"),
                   ("GPU", _hardware(run)), ("provider", run.get("provider") or "-"),
-                  ("price", f"{money(run.get('price_per_hour'))}/h"),
+                  ("price", _rates(run)),
                   ("steps", f"{number(run.get('steps'))} of {number(run.get('total_steps'))}"),
                   ("tokens", number(run.get("tokens"))), ("train loss", number(run.get("train_loss"), "{:.4g}")),
                   ("eval loss", number(run.get("eval_loss"), "{:.4g}")), ("started", when(run.get("started_at"))),
