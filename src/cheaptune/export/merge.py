@@ -1,4 +1,4 @@
-"""LoRA folded into the base weights one safetensors shard at a time, in each weight's stored dtype.
+"""LoRA folded into the base weights one safetensors shard at a time, in each weight's stored dtype (or cast).
 
 peft's `merge_and_unload` needs the whole model in memory (the old `train --merge` even reloaded it in
 fp32: 4 bytes a parameter). Here each base shard is read, its targeted weights get W += s * B @ A
@@ -70,8 +70,10 @@ def lora_deltas(adapter_dir: Path) -> tuple[dict[str, tuple[Any, Any, float]], d
     return out, cfg
 
 
-def merge_shards(base_dir: Path, adapter_dir: Path, out_dir: Path) -> dict[str, Any]:
-    """Write the merged shards (same names, same index) into `out_dir`; returns what was merged.
+def merge_shards(base_dir: Path, adapter_dir: Path, out_dir: Path, cast: str | None = None) -> dict[str, Any]:
+    """Write the merged shards (same names, same index) into `out_dir`; returns what was merged and the
+    dtypes of the floating-point weights written. `cast` (a torch dtype name, e.g. "bfloat16") stores every
+    32/64-bit floating weight in it (a base saved in fp32 still exports as 16-bit); None keeps each dtype.
 
     Every adapter weight must find its base weight, else BadInput (the adapter is for another model).
     """
@@ -82,6 +84,8 @@ def merge_shards(base_dir: Path, adapter_dir: Path, out_dir: Path) -> dict[str, 
     deltas, cfg = lora_deltas(adapter_dir)
     fan_in_fan_out = bool(cfg.get("fan_in_fan_out"))
     merged, dtypes = 0, set()
+    wide = (torch.float32, torch.float64)
+    target = getattr(torch, cast) if cast else None
     for shard in base_shards(base_dir):
         tensors = {}
         with safe_open(str(shard), framework="pt") as f:
@@ -97,9 +101,12 @@ def merge_shards(base_dir: Path, adapter_dir: Path, out_dir: Path) -> dict[str, 
                     t = w.to(t.dtype)
                     del w
                     merged += 1
-                    dtypes.add(str(t.dtype).removeprefix("torch."))
                     if not torch.isfinite(t).all():
                         raise BadInput(f"merging {key} gave non-finite values; the adapter is damaged")
+                if target is not None and t.dtype in wide:
+                    t = t.to(target)
+                if t.is_floating_point():
+                    dtypes.add(str(t.dtype).removeprefix("torch."))
                 tensors[key] = t
         save_file(tensors, str(out_dir / shard.name), metadata={"format": "pt"})
         del tensors
@@ -113,6 +120,16 @@ def merge_shards(base_dir: Path, adapter_dir: Path, out_dir: Path) -> dict[str, 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
                    "tokenizer.model", "vocab.json", "merges.txt", "added_tokens.json")
+
+
+def set_config_dtype(out_dir: Path, dtype: str) -> None:
+    """config.json names the dtype the weights are stored in (transformers 5 reads `dtype`, older `torch_dtype`)."""
+    path = out_dir / "config.json"
+    cfg = json.loads(path.read_text())
+    cfg["dtype"] = dtype
+    if "torch_dtype" in cfg:
+        cfg["torch_dtype"] = dtype
+    path.write_text(json.dumps(cfg, indent=2) + "\n")
 
 
 def copy_side_files(base_dir: Path, adapter_dir: Path, out_dir: Path) -> None:

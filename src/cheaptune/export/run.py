@@ -15,11 +15,12 @@ from typing import Any
 
 from cheaptune.errors import BadInput
 from cheaptune.export import hub, serve, verify
-from cheaptune.export.merge import copy_side_files, merge_shards
+from cheaptune.export.merge import copy_side_files, merge_shards, set_config_dtype
 from cheaptune.export.source import Source, resolve_source
 from cheaptune.util.atomic import atomic_dir
 
 KINDS = ("merged", "ollama", "vllm", "hub", "gguf")
+MERGED_DTYPE = "bfloat16"  # "merged 16-bit": an fp32 base (the demo's) is cast; bf16 keeps fp32's range
 _ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
@@ -42,7 +43,7 @@ def export(ref: str, to: str, out: str | Path | None = None, *, force: bool = Fa
     if target.exists() and not force:
         raise BadInput(f"{target} exists; pass --force to replace it, or --out for another folder")
     with atomic_dir(target) as tmp:
-        details, checked = _WRITERS[to](src, tmp, repo=repo, merged=merged)
+        details, checked = _WRITERS[to](src, tmp, repo=repo, merged=merged, target=target)
     result = ExportResult(to, target, checked, details)
     if to == "hub":
         result.details["url"] = hub.push(target, repo or "", private)
@@ -58,14 +59,17 @@ def _check(model_dir: Path, adapter_dir: Path | None = None) -> str:
 
 
 def _merged(src: Source, tmp: Path, **_: Any) -> tuple[dict, str]:
-    details = merge_shards(src.base_dir, src.adapter_dir, tmp)
+    details = merge_shards(src.base_dir, src.adapter_dir, tmp, cast=MERGED_DTYPE)
     copy_side_files(src.base_dir, src.adapter_dir, tmp)
+    if details["dtypes"] == [MERGED_DTYPE]:
+        set_config_dtype(tmp, MERGED_DTYPE)
     return details, _check(tmp)
 
 
-def _ollama(src: Source, tmp: Path, **_: Any) -> tuple[dict, str]:
+def _ollama(src: Source, tmp: Path, *, target: Path, **_: Any) -> tuple[dict, str]:
     (tmp / "Modelfile").write_text(serve.ollama_modelfile(src.base_dir, src.adapter_dir))
-    return {"run": f"ollama create NAME -f {tmp.name}/Modelfile"}, _check(src.base_dir, src.adapter_dir)
+    # the folder it will be renamed to, not the temporary one it is written in
+    return {"run": f"ollama create NAME -f {target / 'Modelfile'}"}, _check(src.base_dir, src.adapter_dir)
 
 
 def _vllm(src: Source, tmp: Path, **_: Any) -> tuple[dict, str]:
