@@ -1,52 +1,99 @@
-"""Training throughput: cheaptune's step-time model vs public measured runs, and a crude baseline.
+"""Training throughput: cheaptune's step-time model vs public measured runs, scored leave-one-source-out.
 
-Usage: .venv/bin/python bench/throughput_accuracy.py [--fit] [--json]
-Rows: bench/data/throughput_public.csv (each with its conditions, URL and date). Sources marked fit=yes
-are the only ones the fitted constants in estimate/data/steptime.yaml were chosen on (`--fit` redoes that
-grid search); the headline is on the others. Baseline: 6N (full) or 4N (adapters) FLOPs per token at a
-fixed 40% of the datasheet peak. Rows run with torch.compile are compared after dividing by the compile
-speed-up torchtune measured on the same job (rows TT7/TT6), since cheaptune trains uncompiled.
-Error = |ln(predicted / measured)|; x1.2 is 0.18.
+Usage: .venv/bin/python bench/throughput_accuracy.py [--json] [--write-data] [--quick]
+Rows: bench/data/throughput_public.csv (each with its conditions, URL and source date; scope=note rows, which
+the model cannot read, are skipped). Each trainer stack's
+efficiency constants (estimate/data/steptime.yaml `stacks`) are fitted on that stack's rows only; the headline
+refits them without each source in turn (a benchmark's many rows are one group) and predicts that source, so no
+constant is scored on rows it was fitted on. A stack with a single source has no other rows of its own: it is
+predicted with the constants fitted on every other stack's rows, and says so. Reported per board, method and
+GPU count: typical (geometric mean of max(r, 1/r)), worst and bias (geometric mean of r), r = predicted /
+measured tokens/s, with the in-sample (fitted-row) figure beside it, and the share of held-out rows inside the
+p10-p90 interval the plan would give them (estimate/intervals.py) from the other sources' residuals.
+--write-data writes what the planner reads: the product stacks' fitted constants (estimate/data/steptime.yaml,
+in place), their held-out residuals (estimate/data/time_residuals.json) and the MFU ceilings
+(estimate/data/mfu_ceilings.yaml). Baseline: 6N (full) or 4N (adapters) FLOPs per token at
+40% of the datasheet peak. Rows run with torch.compile on torchtune are divided by the compile speed-up
+torchtune measured on the same job (TT7/TT6): the step-time model is of the uncompiled stack.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
+import functools
 import itertools
 import json
 import math
+import re
 import statistics
 import sys
+from collections import defaultdict
 from pathlib import Path
 
+import yaml
 from run_record import stamp
 
 from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.catalog.models import resolve_model
+from cheaptune.estimate import intervals
 from cheaptune.estimate import throughput as tp
 from cheaptune.estimate.scaling import Layout
 
 ROWS = Path(__file__).with_name("data") / "throughput_public.csv"
 RESULTS = Path(__file__).with_name("results") / "throughput_accuracy.json"
+DATA = Path(tp.__file__).parent / "data"
 COMPILE_SPEEDUP = 8998 / 7075  # torchtune ladder: '+ compile' over '+ packing', same job
 BASELINE_MFU = 0.40
 LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Rows written before the `stack` column: the stack their source ran.
+SOURCE_STACK = {"torchtune-readme": "torchtune", "fms-fsdp-readme": "fms-fsdp", "vectorlm-docs": "vectorlm",
+                "torchtitan-perf": "torchtitan"}
+GRID = {"e_max": (0.35, 0.45, 0.55, 0.62, 0.7, 0.78, 0.86), "tokens_half": (100, 300, 900),
+        "hidden_half": (300, 1200), "full": (0.0002, 0.001, 0.003, 0.006), "adapter": (0.0005, 0.0015, 0.004)}
+PRODUCT_STACKS = ("torchtune", "hf", "unsloth")  # stacks with constants of their own in steptime.yaml
+MIN_SOURCES = 2  # a stack with fewer sources fits e_max alone, the rest from the pooled fit: 5 constants on
+# one benchmark's few rows would fit its noise
+QUICK = {"e_max": (0.55, 0.7, 0.86), "tokens_half": (200, 800), "hidden_half": (600,), "full": (0.0008,),
+         "adapter": (0.0005, 0.002)}
+TARGETS = {"typical": 1.15, "bias": 0.10, "board_typical": 1.3, "worst": 2.0, "coverage": (0.75, 0.85)}
 
 
-def lora_params(cfg: dict, r: int) -> int:
-    """LoRA parameters on every linear layer of a Llama-style block: r x (in + out) each."""
+# Stacks fitted together: TRL's SFTTrainer is the HF Trainer with peft (what cheaptune train runs), so its rows
+# and the plain transformers + peft rows fit one set of constants, `hf`.
+FIT_AS = {"trl": "hf"}
+
+
+def stack_of(row: dict) -> str:
+    stack = row.get("stack") or SOURCE_STACK.get(row["source"], row["source"])
+    return FIT_AS.get(stack, stack)
+
+
+def lora_params(cfg: dict, r: int, targets: str = "") -> int:
+    """LoRA parameters of a Llama-style block: r x (in + out) per adapted linear; `targets` like 'q,v' (the
+    row's lora_targets; mlp = gate, up, down), empty for every linear layer."""
     h, inter, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
     kv = h // cfg["num_attention_heads"] * cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     dims = {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
             "gate_proj": (h, inter), "up_proj": (h, inter), "down_proj": (inter, h)}
-    return layers * sum(r * (i + o) for i, o in (dims[n] for n in LINEAR))
+    short = {"mlp": ("gate_proj", "up_proj", "down_proj"), "all-linear": LINEAR}
+    names = [n for t in targets.split(",") if t.strip() for n in short.get(t.strip(), (t.strip().removesuffix("_proj") + "_proj",))] or LINEAR
+    return layers * sum(r * (i + o) for i, o in (dims[n] for n in names))
 
 
-def job_of(row: dict) -> tuple[tp.Job, object, Layout, tp.ModelShape]:
-    spec = resolve_model(row["model"])
+@functools.cache
+def _spec(model: str):
+    return resolve_model(model)
+
+
+@functools.cache
+def _job(row_id: str) -> tuple[tp.Job, object, Layout, tp.ModelShape]:
+    row = ROW_INDEX[row_id]
+    spec = _spec(row["model"])
     shape = tp.ModelShape.from_config(spec.config, spec.params)
-    trainable = lora_params(spec.config, int(row["lora_r"])) if row["method"] != "full" else 0
+    trainable = (lora_params(spec.config, int(row["lora_r"]), row.get("lora_targets") or "")
+                 if row["method"] != "full" else 0)
     job = tp.Job(shape, row["method"], int(row["seq_len"]), int(row["micro_batch"]), row["grad_ckpt"] == "yes",
                  trainable, attn=row["attn"])
     gpus, nodes = int(row["gpus_per_node"]), int(row["nodes"])
@@ -54,10 +101,20 @@ def job_of(row: dict) -> tuple[tp.Job, object, Layout, tp.ModelShape]:
     return job, resolve_gpu(row["gpu"]), layout, shape
 
 
-def measured(row: dict) -> float:
-    """Total tokens/s over all GPUs, uncompiled."""
+ROW_INDEX: dict[str, dict] = {}
+
+
+def job_of(row: dict, stack: str | None = None) -> tuple[tp.Job, object, Layout, tp.ModelShape]:
+    """The row's job (the stack's constants where given), board, layout and model shape."""
+    ROW_INDEX.setdefault(row["id"], row)
+    job, gpu, layout, shape = _job(row["id"])
+    return dataclasses.replace(job, stack=stack or "cheaptune"), gpu, layout, shape
+
+
+def measured(row: dict, uncompiled: bool = True) -> float:
+    """Total tokens/s over all GPUs (torchtune's compiled rows divided by its own compile gain)."""
     v = float(row["tokens_per_s"]) * (int(row["gpus_per_node"]) * int(row["nodes"]) if row["per_gpu"] == "yes" else 1)
-    return v / COMPILE_SPEEDUP if row["compiled"] == "yes" else v
+    return v / COMPILE_SPEEDUP if uncompiled and row["compiled"] == "yes" and stack_of(row) == "torchtune" else v
 
 
 def baseline(row: dict, gpu, layout: Layout, shape: tp.ModelShape) -> float:
@@ -65,81 +122,231 @@ def baseline(row: dict, gpu, layout: Layout, shape: tp.ModelShape) -> float:
     return BASELINE_MFU * tp.peak_flops(gpu)[0] * layout.gpus / (k * shape.params)
 
 
-def evaluate(rows: list[dict], table: dict | None = None) -> list[dict]:
-    out = []
-    for row in rows:
-        job, gpu, layout, shape = job_of(row)
-        st = tp.step_time(job, gpu, layout, table)
-        m = measured(row)
-        out.append({"id": row["id"], "source": row["source"], "fit": row["fit"] == "yes", "model": row["model"],
-                    "method": row["method"], "gpu": row["gpu"], "gpus": layout.gpus,
-                    "sharding": layout.sharding, "offload": layout.offload, "seq_len": job.seq_len,
-                    "micro_batch": job.micro_batch, "grad_ckpt": job.grad_ckpt, "compiled": row["compiled"] == "yes",
-                    "measured": round(m, 1), "predicted": round(st.tokens_per_s, 1),
-                    "baseline": round(baseline(row, gpu, layout, shape), 1),
-                    "parts": {k: round(v, 4) for k, v in st.parts.items()}, "conditions": row["conditions"],
-                    "url": row["url"], "retrieved": row["retrieved"]})
+def with_constants(base: dict, stack: str, c: dict) -> dict:
+    """`base` with stack `stack`'s efficiency and fixed cost set to `c` (no other stack changed)."""
+    entry = {"efficiency": {k: c[k] for k in ("e_max", "tokens_half", "hidden_half")},
+             "fixed_per_layer_s": {"full": c["full"], "adapter": c["adapter"]}}
+    return {**base, "stacks": {**base["stacks"], stack: entry}}
+
+
+def predict(row: dict, table: dict, stack: str) -> float:
+    job, gpu, layout, _ = job_of(row, stack)
+    return tp.step_time(job, gpu, layout, table).tokens_per_s
+
+
+def score(rows: list[dict], table: dict, stack: str) -> float:
+    errs = [abs(math.log(predict(r, table, stack) / measured(r))) for r in rows]
+    return statistics.fmean(errs) + 0.2 * max(errs)
+
+
+def fit(rows: list[dict], base: dict, grid: dict = GRID) -> dict:
+    """Grid search of one stack's constants on `rows` (all of one stack): least mean |ln ratio| + 0.2 worst.
+    The fixed cost of a method class with no row keeps the grid's first value: nothing measured it."""
+    has = {("full" if r["method"] == "full" else "adapter") for r in rows}
+    g = {k: (v if k not in ("full", "adapter") or k in has else v[:1]) for k, v in grid.items()}
+    best = None
+    for values in itertools.product(*g.values()):
+        c = dict(zip(g, values, strict=True))
+        s = score(rows, with_constants(base, "fit", c), "fit")
+        if best is None or s < best[0]:
+            best = (s, c)
+    return best[1]
+
+
+def fit_stack(rows: list[dict], base: dict, grid: dict, pooled: dict) -> dict:
+    """One stack's constants: all of them from 2+ sources, else e_max alone over the pooled fit's others."""
+    if len({r["source"] for r in rows}) >= MIN_SOURCES:
+        return fit(rows, base, grid)
+    return fit(rows, base, {**{k: (v,) for k, v in pooled.items()}, "e_max": grid["e_max"]})
+
+
+def fitted_tables(rows: list[dict], base: dict, grid: dict) -> dict[str, dict]:
+    """{stack: constants} fitted on each stack's own rows, and 'pooled' on every row."""
+    by = defaultdict(list)
+    for r in rows:
+        by[stack_of(r)].append(r)
+    pooled = fit(rows, base, grid)
+    return {**{s: fit_stack(rs, base, grid, pooled) for s, rs in by.items()}, "pooled": pooled}
+
+
+def loso(rows: list[dict], base: dict, grid: dict) -> dict[str, dict]:
+    """{row id: {predicted, how}} with each source predicted by constants fitted without it: its own stack's
+    other sources where there are any, else every other row (pooled)."""
+    out = {}
+    for source in sorted({r["source"] for r in rows}):
+        others = [r for r in rows if r["source"] != source]
+        pooled = fit(others, base, grid)
+        for stack in sorted({stack_of(r) for r in rows if r["source"] == source}):
+            held = [r for r in rows if r["source"] == source and stack_of(r) == stack]
+            rest = [r for r in others if stack_of(r) == stack]
+            how = (f"fitted on {stack}'s other sources" if rest else
+                   "no other source of its stack: the pooled fit of every other source")
+            c = fit_stack(rest, base, grid, pooled) if rest else pooled
+            table = with_constants(base, "fit", c)
+            for r in held:
+                out[r["id"]] = {"predicted": predict(r, table, "fit"), "how": how, "constants": c}
     return out
 
 
-def err(r: dict, key: str) -> float:
-    return abs(math.log(r[key] / r["measured"]))
+def mfu(row: dict) -> float:
+    """The MFU the row reached as published (compiled rows as run), the step-time model's FLOP count."""
+    job, gpu, layout, shape = job_of(row)
+    f = tp.flops_per_token(shape, job.method, job.seq_len, job.grad_ckpt, job.trainable_params)
+    return f.model * measured(row, uncompiled=False) / (tp.peak_flops(gpu)[0] * layout.gpus)
+
+
+def _stats(rs: list[dict], key: str) -> dict:
+    logs = [math.log(r[key] / r["measured"]) for r in rs]
+    worst = max(rs, key=lambda r: abs(math.log(r[key] / r["measured"])))
+    return {"rows": len(rs), "typical": round(math.exp(statistics.fmean(abs(x) for x in logs)), 3),
+            "bias": round(math.exp(statistics.fmean(logs)) - 1, 3),
+            "worst": {"id": worst["id"], "factor": round(math.exp(abs(math.log(worst[key] / worst["measured"]))), 3)}}
 
 
 def summary(results: list[dict]) -> dict:
-    out = {}
-    for fit, multi in itertools.product((True, False), (False, True)):
-        sub = [r for r in results if r["fit"] == fit and (r["gpus"] > 1) == multi]
-        if not sub:
-            continue
-        name = f"{'fitted' if fit else 'not_fitted'}_{'multi' if multi else 'single'}_gpu"
-        out[name] = {"rows": len(sub)}
-        for key in ("predicted", "baseline"):
-            worst = max(sub, key=lambda r, k=key: err(r, k))
-            out[name][key] = {"median_abs_log": round(statistics.median(err(r, key) for r in sub), 3),
-                              "typical_factor": round(math.exp(statistics.median(err(r, key) for r in sub)), 2),
-                              "geo_mean_ratio": round(math.exp(statistics.fmean(math.log(r[key] / r["measured"])
-                                                                                for r in sub)), 2),
-                              "worst": {"id": worst["id"], "factor": round(math.exp(err(worst, key)), 2)}}
+    """Held-out (loso) and in-sample (fitted) figures, overall and per board / method / GPU count."""
+    def both(rs):
+        return {"loso": _stats(rs, "loso"), "fitted": _stats(rs, "fitted"), "baseline": _stats(rs, "baseline")}
+    out = {"all": both(results)}
+    for name, key in (("board", lambda r: r["gpu"]), ("method", lambda r: r["method"]),
+                      ("gpus", lambda r: intervals.gpu_class(r["gpus"])), ("stack", lambda r: r["stack"])):
+        groups = defaultdict(list)
+        for r in results:
+            groups[key(r)].append(r)
+        out[f"per_{name}"] = {k: both(v) for k, v in sorted(groups.items())}
     return out
 
 
-def fit(rows: list[dict]) -> dict:
-    """Grid search of the fitted constants on the fit=yes rows: least median |ln ratio|."""
-    rows = [r for r in rows if r["fit"] == "yes"]
+def coverage(results: list[dict]) -> dict:
+    """Share of held-out rows whose measured speed falls inside the p10-p90 the residuals of the *other*
+    sources give them (the plan's intervals.time_interval on that row's class)."""
+    inside = []
+    for r in results:
+        others = [x for x in results if x["source"] != r["source"]]
+        lo, _, hi, _ = intervals.log_band(intervals.residual_rows(others), r["gpu_arch_class"], r["method"], r["gpus"])
+        ratio = math.log(r["loso"] / r["measured"])  # measured time / predicted time = predicted / measured speed
+        inside.append(lo <= ratio <= hi)
+    return {"rows": len(inside), "inside_p10_p90": round(sum(inside) / len(inside), 3)}
+
+
+def evaluate(rows: list[dict], grid: dict = GRID) -> tuple[list[dict], dict]:
     base = tp.load_table()
-    best = None
-    for e_max, t_half, h_half, f_full, f_ad in itertools.product(
-            (0.6, 0.66, 0.7, 0.74, 0.78, 0.82), (100, 200, 400, 800), (300, 600, 1200),
-            (0.0002, 0.0004, 0.0008), (0.0005, 0.001, 0.002, 0.003)):
-        t = {**base, "efficiency": {"e_max": e_max, "tokens_half": t_half, "hidden_half": h_half},
-             "fixed_per_layer_s": {"full": f_full, "adapter": f_ad}}
-        res = evaluate(rows, t)
-        score = statistics.median(err(r, "predicted") for r in res) + 0.2 * max(err(r, "predicted") for r in res)
-        if best is None or score < best[0]:
-            best = (score, e_max, t_half, h_half, f_full, f_ad)
-    return dict(zip(("score", "e_max", "tokens_half", "hidden_half", "fixed_full", "fixed_adapter"), best, strict=True))
+    tables = fitted_tables(rows, base, grid)
+    held = loso(rows, base, grid)
+    out = []
+    for row in rows:
+        job, gpu, layout, shape = job_of(row)
+        stack = stack_of(row)
+        out.append({"id": row["id"], "source": row["source"], "stack": stack, "model": row["model"],
+                    "method": row["method"], "gpu": row["gpu"], "gpu_arch_class": intervals.board_class(gpu),
+                    "gpus": layout.gpus, "sharding": layout.sharding, "offload": layout.offload,
+                    "seq_len": job.seq_len, "micro_batch": job.micro_batch, "grad_ckpt": job.grad_ckpt,
+                    "compiled": row["compiled"] == "yes", "measured": round(measured(row), 1),
+                    "loso": round(held[row["id"]]["predicted"], 1), "loso_how": held[row["id"]]["how"],
+                    "fitted": round(predict(row, with_constants(base, "fit", tables[stack]), "fit"), 1),
+                    "baseline": round(baseline(row, gpu, layout, shape), 1), "mfu_published": round(mfu(row), 4),
+                    "conditions": row["conditions"], "url": row["url"],
+                    "source_date": row.get("source_date") or "undated"})
+    return out, tables
+
+
+def ceilings(results: list[dict]) -> dict:
+    """Best published MFU per (board, method class) over the rows, with the row that reached it, and that MFU
+    over the board's measured matmul fraction (`of_gemm`, what carries to a board without rows). A row faster
+    than its board's measured matmul rate (of_gemm > 1) is not physical for a whole step and sets no ceiling."""
+    best: dict[str, dict] = {}
+    table = tp.load_table()
+    for r in results:
+        gpu = resolve_gpu(r["gpu"])
+        of_gemm = r["mfu_published"] / (tp.sustained_rate(gpu, "bf16", table) / tp.peak_flops(gpu)[0])
+        key = f"{r['gpu']}/{'full' if r['method'] == 'full' else 'adapter'}"
+        if of_gemm <= 1 and (key not in best or r["mfu_published"] > best[key]["mfu"]):
+            best[key] = {"mfu": r["mfu_published"], "of_gemm": round(of_gemm, 4), "row": r["id"],
+                         "source": r["source"], "url": r["url"], "source_date": r["source_date"]}
+    return best
+
+
+def write_data(results: list[dict], tables: dict, rows: list[dict]) -> None:
+    residuals = [{"id": r["id"], "source": r["source"], "board_class": r["gpu_arch_class"], "method": r["method"],
+                  "gpus": r["gpus"], "log_time_ratio": round(math.log(r["loso"] / r["measured"]), 4)}
+                 for r in results]
+    (DATA / "time_residuals.json").write_text(json.dumps(
+        {"about": "leave-one-source-out residuals of the step-time model: ln(measured time / predicted time) per "
+                  "public row; written by bench/throughput_accuracy.py --write-data, read by estimate/intervals.py",
+         "date": dt.date.today().isoformat(), "rows": residuals}, indent=1) + "\n")
+    head = ("# Best published MFU per board and method class (model FLOPs without recompute / datasheet peak, the\n"
+            "# step-time model's FLOP count), reached by a public row of bench/data/throughput_public.csv as run.\n"
+            "# of_gemm: that MFU over the board's measured matmul fraction (estimate/data/steptime.yaml). Rows faster\n"
+            "# than their board's measured matmul rate set no ceiling. Written by bench/throughput_accuracy.py\n"
+            "# --write-data; read by estimate/ceilings.py, which caps every plan row's speed at its board's ceiling\n"
+            "# (without a row there: the best of_gemm of the class times the board's measured matmul fraction).\n")
+    body = {"ceilings": ceilings(results), "stacks_fitted": tables}
+    (DATA / "mfu_ceilings.yaml").write_text(head + yaml.safe_dump(body, sort_keys=True, width=120))
+    write_constants(tables, rows)
+
+
+def write_constants(tables: dict, rows: list[dict], path: Path = DATA / "steptime.yaml") -> None:
+    """Set each product stack's fitted values and rows in steptime.yaml in place (comments and sources kept)."""
+    text = path.read_text()
+    for stack in PRODUCT_STACKS:
+        mine = [r for r in rows if stack_of(r) == stack]
+        sources = sorted({r["source"] for r in mine})
+        how = "" if len(sources) >= MIN_SOURCES else "; one source: e_max alone fitted, the rest from the pooled fit"
+        line = f'    rows: "{", ".join(r["id"] for r in mine)} ({", ".join(sources)}{how})"'
+        head = text.index(f"\n  {stack}:\n")
+        end = text.index("\n", text.index("    rows:", head))
+        block = text[head:text.index("    rows:", head)]
+        for key, value in tables[stack].items():
+            block = re.sub(rf"(\n\s+{key}: {{value: )[^,}}]+", rf"\g<1>{value}", block, count=1)
+        text = text[:head] + block + line + text[end:]
+    path.write_text(text)
+
+
+def check(s: dict, cov: dict) -> list[str]:
+    """The targets, one line each, met or not."""
+    a, t = s["all"]["loso"], TARGETS
+    boards = {b: v["loso"]["typical"] for b, v in s["per_board"].items()}
+    worst_board = max(boards, key=boards.get)
+    lo, hi = t["coverage"]
+    return [f"typical x{a['typical']:.3f} (target <= x{t['typical']}): {'met' if a['typical'] <= t['typical'] else 'NOT met'}",
+            f"bias {a['bias']:+.1%} (target within +-{t['bias']:.0%}): {'met' if abs(a['bias']) <= t['bias'] else 'NOT met'}",
+            f"worst board {worst_board} x{boards[worst_board]:.3f} (target <= x{t['board_typical']}): "
+            f"{'met' if boards[worst_board] <= t['board_typical'] else 'NOT met'}",
+            f"worst row {a['worst']['id']} x{a['worst']['factor']:.3f} (target <= x{t['worst']}): "
+            f"{'met' if a['worst']['factor'] <= t['worst'] else 'NOT met'}",
+            f"p10-p90 covers {cov['inside_p10_p90']:.1%} of {cov['rows']} held-out rows (target {lo:.0%}-{hi:.0%}): "
+            f"{'met' if lo <= cov['inside_p10_p90'] <= hi else 'NOT met'}"]
 
 
 def main(argv: list[str]) -> int:
-    rows = list(csv.DictReader(ROWS.open()))
-    if "--fit" in argv:
-        print(json.dumps(fit(rows), indent=1))
-        return 0
-    results = evaluate(rows)
+    rows = [r for r in csv.DictReader(ROWS.open()) if r.get("scope", "bench") != "note"]
+    results, tables = evaluate(rows, QUICK if "--quick" in argv else GRID)
+    s = summary(results)
+    cov = coverage(results)
     doc = {"benchmark": "throughput_accuracy", "date": dt.date.today().isoformat(), "rows": len(results),
-           "compile_speedup": round(COMPILE_SPEEDUP, 3), "baseline_mfu": BASELINE_MFU,
-           "summary": summary(results), "results": results}
+           "sources": len({r["source"] for r in results}), "boards": len({r["gpu"] for r in results}),
+           "compile_speedup": round(COMPILE_SPEEDUP, 3), "baseline_mfu": BASELINE_MFU, "targets": TARGETS,
+           "summary": s, "coverage": cov, "checks": check(s, cov), "fitted_constants": tables, "results": results}
     if "--json" in argv:
         print(json.dumps(doc, indent=1))
         return 0
     RESULTS.write_text(json.dumps(stamp(doc), indent=1) + "\n")
-    print(f"{'id':5} {'fit':3} {'model':14} {'meth':5} {'gpu':9} {'N':>3} {'measured':>9} {'pred':>8} {'ratio':>6} {'base':>6}")
+    if "--write-data" in argv:
+        write_data(results, tables, rows)
+    print(f"{'id':6} {'stack':10} {'model':14} {'meth':5} {'gpu':10} {'N':>3} {'measured':>9} {'loso':>6} {'fit':>6} {'base':>6}")
     for r in results:
-        print(f"{r['id']:5} {'y' if r['fit'] else 'n':3} {r['model'][-14:]:14} {r['method']:5} {r['gpu']:9} {r['gpus']:>3} "
-              f"{r['measured']:>9.0f} {r['predicted']:>8.0f} {r['predicted'] / r['measured']:>6.2f} "
+        print(f"{r['id']:6} {r['stack'][:10]:10} {r['model'][-14:]:14} {r['method']:5} {r['gpu']:10} {r['gpus']:>3} "
+              f"{r['measured']:>9.0f} {r['loso'] / r['measured']:>6.2f} {r['fitted'] / r['measured']:>6.2f} "
               f"{r['baseline'] / r['measured']:>6.2f}")
-    print(json.dumps(doc["summary"], indent=1))
+    for group in ("per_board", "per_method", "per_gpus", "per_stack"):
+        print(group)
+        for k, v in s[group].items():
+            print(f"  {k:12} rows {v['loso']['rows']:3}  loso x{v['loso']['typical']:.3f} bias {v['loso']['bias']:+.1%} "
+                  f"worst {v['loso']['worst']['id']} x{v['loso']['worst']['factor']:.2f}   fitted x{v['fitted']['typical']:.3f}"
+                  f"   baseline x{v['baseline']['typical']:.3f}")
+    print(f"{len(results)} rows, {doc['sources']} sources, {doc['boards']} boards")
+    for line in doc["checks"]:
+        print(line)
     return 0
 
 

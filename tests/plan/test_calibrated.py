@@ -44,12 +44,15 @@ def test_a_calibrated_peak_that_no_longer_fits_drops_the_option():
     assert any("calibrated peak" in e.reason for e in shown.excluded)
 
 
-def test_intervals_from_the_spread_or_the_stated_default():
+def test_intervals_from_the_public_residuals_or_the_runs_own_spread():
     raw = plan()
     best = raw.recommended
     add_intervals(raw, {})
     lo, hi = best.details["p10_p90"]["hours"]
-    assert lo < best.hours < hi and "default spread" in raw.notes[-1] and "p10-p90" in raw.notes[-1]
+    assert lo < hi and lo <= best.details["p10_p90"]["p50_hours"] <= hi
+    assert best.details["p10_p90"]["basis"] == best.details["interval"]["basis"]  # estimate.intervals
+    note = raw.notes[-1]
+    assert note.startswith("p50 ") and "; p90 " in note and "p10-p90" in note and "public rows" in note
     narrow = plan()
     f = Factor(narrow.recommended.gpu, narrow.recommended.method, 1.0, 1.0, runs=5, speed_log_sd=0.02)
     add_intervals(narrow, {(f.gpu, f.method): f})

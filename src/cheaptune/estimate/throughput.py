@@ -5,7 +5,8 @@ many tokens each matmul sees (small micro-steps waste the GPU), the model width,
 does not shrink with tokens (kernel launches, LoRA's small matmuls), memory-bound work (the optimizer
 step, QLoRA dequantisation) and what the sharding strategy sends over which link. Each part is
 arithmetic on the architecture over a rate with a cited source; fitted constants name their rows
-(`data/steptime.yaml`). FLOPs per token follow the usual count (forward 2N + attention; backward twice
+(`data/steptime.yaml`). The efficiency and fixed cost are per trainer stack (`stacks`), each fitted on its own
+stack's rows only: a compiled, hand-tuned stack's speed is not the Hugging Face stack's. FLOPs per token follow the usual count (forward 2N + attention; backward twice
 that for activations, weight gradients only where trainable; one more forward under checkpointing).
 """
 
@@ -122,7 +123,7 @@ def load_table(path: Path = DATA) -> dict[str, Any]:
     """The constants; a malformed file is one BadInput line."""
     try:
         doc = yaml.safe_load(Path(path).read_text())
-        _ = doc["sustained_fraction"], doc["efficiency"], doc["links"], doc["overlap"]
+        _ = doc["sustained_fraction"], doc["stacks"], doc["trainers"], doc["links"], doc["overlap"]
     except (OSError, yaml.YAMLError, KeyError, TypeError) as err:
         raise BadInput(f"{path}: not a valid step-time table ({err}); restore it from the package") from None
     return doc
@@ -149,8 +150,25 @@ def sustained_rate(gpu: Any, precision: str, table: dict) -> float:
     return peak_flops(gpu, precision)[0] * _v(sf["boards"].get(gpu.name, sf["default"]))
 
 
-def matmul_efficiency(tokens: int, hidden: int, table: dict) -> float:
-    e = table["efficiency"]
+def stack_constants(table: dict, stack: str) -> dict[str, Any]:
+    """The efficiency and fixed-cost constants of trainer stack `stack` (following `same_as`)."""
+    stacks = table["stacks"]
+    seen = stack
+    while stack in stacks and "same_as" in stacks[stack]:
+        stack = stacks[stack]["same_as"]
+    if stack not in stacks:
+        raise BadInput(f"no step-time constants for trainer stack {seen!r}; use one of {', '.join(stacks)}")
+    return stacks[stack]
+
+
+def stack_for(trainer: str, table: dict | None = None) -> str:
+    """The time stack of a trainer profile (estimate/data/profiles.yaml): its own where it has one."""
+    table = table or load_table()
+    return str(table["trainers"].get(trainer, trainer))
+
+
+def matmul_efficiency(tokens: int, hidden: int, table: dict, stack: str = "cheaptune") -> float:
+    e = stack_constants(table, stack)["efficiency"]
     return _v(e["e_max"]) * tokens / (tokens + _v(e["tokens_half"])) * hidden / (hidden + _v(e["hidden_half"]))
 
 
@@ -169,6 +187,7 @@ class Job:
     attn: str = "sdpa"
     objective: str = "sft"  # dpo | orpo: micro_batch counts pairs, each two rows (chosen, rejected)
     reference: float = 0.0  # reference forwards per token (reference_passes)
+    stack: str = "cheaptune"  # whose trainer runs the step (steptime.yaml stacks): cheaptune = HF Trainer/TRL
 
     @property
     def rows(self) -> int:
@@ -209,11 +228,11 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     layout = layout or scaling.Layout()
     shape, tokens = job.shape, job.rows * job.seq_len
     f = flops_per_token(shape, job.method, job.seq_len, job.grad_ckpt, job.trainable_params, job.reference)
-    rate = sustained_rate(gpu, job.precision, table) * matmul_efficiency(tokens, shape.hidden, table)
+    rate = sustained_rate(gpu, job.precision, table) * matmul_efficiency(tokens, shape.hidden, table, job.stack)
     attn_eff = _v(table["attention_kernel"][job.attn])
     micro_compute = tokens * ((f.total - f.attention) / rate + f.attention / (rate * attn_eff))
     kind = "full" if job.method == "full" else "adapter"
-    micro_fixed = shape.layers * _v(table["fixed_per_layer_s"][kind])
+    micro_fixed = shape.layers * _v(stack_constants(table, job.stack)["fixed_per_layer_s"][kind])
     bw = gpu.mem_bw_gbs * 1e9
     micro_dequant = 0.0
     dq = table["dequant"]
@@ -257,7 +276,7 @@ def step_time_for(req: Any, trainable_params: int, gpu: Any, gpus_per_node: int 
                                                        not (req.precision or "").startswith("fp16") else "fp16")
     job = Job(ModelShape.from_config(cfg, count_params(cfg)), req.method, req.seq_len, req.micro_batch,
               req.grad_ckpt, trainable_params, grad_accum, precision, req.attn, req.objective,
-              reference_passes(req.objective, req.precompute_ref, epochs))
+              reference_passes(req.objective, req.precompute_ref, epochs), stack_for(req.trainer))
     gpus = gpus_per_node * nodes
     sharding = (req.sharding or "ddp") if gpus > 1 else None
     return step_time(job, gpu, scaling.Layout(gpus_per_node, nodes, sharding, req.offload, network))

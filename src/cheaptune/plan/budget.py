@@ -1,7 +1,8 @@
 """Planning from a budget: the most epochs (or the largest share of the data) a budget buys.
 
 Each priced option is re-priced at a scaled workload (pricing.price_option, pure) and the scale is found
-by bisection: cost only grows with tokens, though in billing-unit steps. The option that buys the most
+by bisection: cost only grows with tokens, though in billing-unit steps. The budget is judged at each option's p90
+total (pricing's interval), so what it buys fits the budget in 9 of 10 cases. The option that buys the most
 wins (ties: the cheaper); the caller then plans that workload under the budget to explain it.
 """
 
@@ -31,7 +32,12 @@ def scaled(w: Workload, what: str, scale: float) -> Workload:
 def _within(o: Option, w: Workload, what: str, scale: float, budget: float, deadline: float | None,
             shape: Any, consts: dict) -> bool:
     p = price_option(o.fit, o.offer, scaled(w, what, scale), shape, consts)
-    return p.total <= budget and (deadline is None or p.hours <= deadline)
+    return p90_total(p) <= budget and (deadline is None or p.hours <= deadline)
+
+
+def p90_total(o: Option) -> float:
+    """The total $ a budget is judged at: the option's p90 (it fits the budget in 9 of 10 cases)."""
+    return max(o.total, o.details.get("interval", {}).get("total_usd", [o.total] * 3)[2])
 
 
 def most_within(options: list[Option], w: Workload, what: str, budget: float, deadline: float | None,
@@ -72,7 +78,7 @@ def plan_for_budget(run: Callable[[Constraints, Workload], Any], c: Constraints,
     got = most_within(free.options, w, what, c.budget_usd, c.deadline_hours, shape, consts)
     if got is None:
         best = free.recommended
-        floor = price_option(best.fit, best.offer, scaled(w, what, 1e-6), shape, consts).total
+        floor = p90_total(price_option(best.fit, best.offer, scaled(w, what, 1e-6), shape, consts))
         free.advice = [f"raise the budget above ${floor:.2f}: start-up and minimum billing of the cheapest option, "
                        f"{best.label()}, cost that before any training"]
         err = Infeasible(f"--budget {c.budget_usd:g} buys no training within the limits. To make it feasible: "
@@ -86,5 +92,6 @@ def plan_for_budget(run: Callable[[Constraints, Workload], Any], c: Constraints,
     result = run(c, w2)
     bought = (f"{scale:g} epochs ({w2.train_tokens:,.0f} tokens)" if what == "epochs" else
               "the whole dataset" if scale >= 1.0 else f"{scale:.1%} of the data ({w2.tokens:,} tokens per epoch)")
-    result.notes.insert(0, f"--budget {c.budget_usd:g} buys {bought} with {option.label()}")
+    result.notes.insert(0, f"--budget {c.budget_usd:g} buys {bought} with {option.label()}, judged at p90: it fits "
+                           "the budget in 9 of 10 cases")
     return result

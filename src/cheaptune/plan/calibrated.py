@@ -70,18 +70,28 @@ def apply(result: Any, factors: dict[tuple[str, str], Factor]) -> tuple[Any, Any
 
 
 def add_intervals(result: Any, factors: dict[tuple[str, str], Factor]) -> None:
-    """p10-p90 of hours and total $ on every option (details) and for the recommendation (a note)."""
+    """p10-p90 of hours and total $ on every option (details) and p50/p90 for the recommendation (a note). From
+    the user's own runs where they calibrated that GPU and method, else from the step-time model's held-out
+    errors on the public rows most like the option (pricing's `interval`, estimate.intervals)."""
     for o in result.options:
         f = factors.get((o.gpu, o.method))
         sd = f.speed_log_sd if f and f.speed_log_sd is not None else None
+        public = o.details.get("interval")
+        if sd is None and public:
+            h, t = public["hours"], public["total_usd"]
+            o.details["p10_p90"] = {"hours": [h[0], h[2]], "total_usd": [t[0], t[2]], "p50_hours": h[1],
+                                    "p50_usd": t[1], "basis": public["basis"]}
+            continue
         h, t = interval(o.hours, sd), interval(o.total, sd)
         o.details["p10_p90"] = {"hours": [round(h[0], 4), round(h[1], 4)],
-                                "total_usd": [round(t[0], 4), round(t[1], 4)],
-                                "basis": f.note() if f and sd is not None else "default spread"}
+                                "total_usd": [round(t[0], 4), round(t[1], 4)], "p50_hours": o.hours,
+                                "p50_usd": o.total, "basis": f.note() if f and sd is not None else "default spread"}
     best = result.recommended
     if best is not None:
         p = best.details["p10_p90"]
-        basis = (f"the spread of {p['basis'].removeprefix('calibrated from ')}" if p["basis"] != "default spread" else
+        basis = (f"the spread of {p['basis'].removeprefix('calibrated from ')}" if p["basis"].startswith("calibrated")
+                 else p["basis"] if p["basis"] != "default spread" else
                  f"the default spread: the speed model's error on public measurements (log sd {DEFAULT_SPEED_LOG_SD})")
-        result.notes.append(f"p10-p90: {p['hours'][0]:.2f}-{p['hours'][1]:.2f} h, ${p['total_usd'][0]:.2f}-"
-                            f"${p['total_usd'][1]:.2f} total (from {basis})")
+        result.notes.append(f"p50 {p['p50_hours']:.2f} h, ${p['p50_usd']:.2f}; p90 {p['hours'][1]:.2f} h, "
+                            f"${p['total_usd'][1]:.2f} (p10-p90: {p['hours'][0]:.2f}-{p['hours'][1]:.2f} h, "
+                            f"${p['total_usd'][0]:.2f}-${p['total_usd'][1]:.2f} total, {basis})")

@@ -15,6 +15,8 @@ from typing import Any
 
 from cheaptune.catalog.interruption import priced_rate
 from cheaptune.estimate import cost as money
+from cheaptune.estimate.ceilings import capped
+from cheaptune.estimate.intervals import time_band
 from cheaptune.estimate.scaling import Layout
 from cheaptune.estimate.speedups import describe, describe_unmeasured, for_gpu
 from cheaptune.estimate.spot import spot_overhead
@@ -123,7 +125,8 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
     sharding = (gf.sharding or "ddp") if gf.gpus > 1 else None
     st = step_time(job, gpu, Layout(gf.gpus_per_node, nodes, sharding, gf.offload, INTER_NODE_NETWORK))
     fast = for_gpu(gpu, gf.method, speedups)
-    tokens_per_s = st.tokens_per_s * fast.factor
+    # no faster than the best MFU any public run reached for this method class (estimate.ceilings)
+    tokens_per_s, ceiling_line = capped(st.tokens_per_s * fast.factor, st.mfu * fast.factor, gpu, gf.method)
     start = startup_seconds(shape, workload, consts)
     start_s = sum(start.values())
     # nodes that come up first wait (and are billed) up to one provisioning time for the last one
@@ -154,6 +157,17 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         "spot_overhead": extra_s / SECONDS_PER_HOUR * price * nodes,
     }
     cost = money.cost_summary(parts)
+
+    def at(k: float) -> tuple[float, float]:
+        """(hours, total $) with the training time x k: compute re-billed, storage and spot loss scaled."""
+        t = train_s * k
+        h = (start_s + t + extra_s * k) / SECONDS_PER_HOUR
+        c = (money.compute_cost(start_s + t, price, offer.billing_unit_s, offer.min_billed_s) + (nodes - 1)
+             * money.compute_cost(start_s + t + wait_s, price, offer.billing_unit_s, offer.min_billed_s))
+        return h, c + parts["storage"] * h / hours + parts["egress"] + parts["spot_overhead"] * k
+
+    band = time_band(gpu, gf.method, gf.gpus)  # p10, p50, p90 of measured / predicted time (estimate.intervals)
+    p10, p50, p90 = (at(k) for k in band[:3])
     pessimistic = cost["total"]
     if spot_est:
         pessimistic += (spot_est.pessimistic_extra_s - extra_s) / SECONDS_PER_HOUR * price * nodes
@@ -192,6 +206,10 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         sharding=sharding,
         details={
             "time": st.to_dict(),
+            "interval": {"hours": [round(p10[0], 4), round(p50[0], 4), round(p90[0], 4)],
+                         "total_usd": [round(p10[1], 4), round(p50[1], 4), round(p90[1], 4)],
+                         "time_factors": [round(k, 3) for k in band[:3]], "basis": band[3]},
+            "mfu_ceiling": ceiling_line or None,
             "speedups": {"options": list(fast.options), "factor": round(fast.factor, 4), "line": describe(fast),
                          "priced": list(fast.priced), "unmeasured": list(fast.unmeasured),
                          "unmeasured_line": describe_unmeasured(fast, gf.method, gpu)},

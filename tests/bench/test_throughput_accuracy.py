@@ -1,0 +1,68 @@
+"""bench/throughput_accuracy.py scores leave-one-source-out: no row is predicted by constants fitted on its source."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+
+TINY = {"e_max": (0.5, 0.8), "tokens_half": (300,), "hidden_half": (600,), "full": (0.001,), "adapter": (0.001,)}
+
+
+def rows(ta, sources=("torchtune-readme", "vectorlm-docs", "peft-method-comparison")):
+    got = [r for r in csv.DictReader(ta.ROWS.open()) if r.get("scope", "bench") != "note" and r["source"] in sources]
+    return got[:4] + [r for r in got if r["source"] != got[0]["source"]][:6]
+
+
+def test_no_row_is_predicted_by_constants_fitted_on_its_own_source(bench, monkeypatch):
+    ta = bench("throughput_accuracy")
+    seen: list[set[str]] = []
+    fit = ta.fit
+
+    def spy(rs, base, grid=ta.GRID):
+        seen.append({r["source"] for r in rs})
+        return fit(rs, base, grid)
+
+    monkeypatch.setattr(ta, "fit", spy)
+    rs = rows(ta)
+    held = ta.loso(rs, ta.tp.load_table(), TINY)
+    assert set(held) == {r["id"] for r in rs}
+    for source in {r["source"] for r in rs}:  # each fold's fits leave the held-out source out
+        assert any(source not in s and s for s in seen)
+    # the refit really differs from the fit on every row: predictions are not the in-sample ones
+    results, tables = ta.evaluate(rs, TINY)
+    assert {r["stack"] for r in results} <= set(tables)
+    assert all(r["loso"] > 0 and r["fitted"] > 0 and r["measured"] > 0 for r in results)
+
+
+def test_summary_reports_typical_bias_and_worst_per_board_method_and_gpu_count(bench):
+    ta = bench("throughput_accuracy")
+    results = [{"id": "a", "gpu": "A100", "method": "lora", "gpus": 1, "stack": "hf", "measured": 100.0,
+                "loso": 200.0, "fitted": 110.0, "baseline": 50.0},
+               {"id": "b", "gpu": "L4", "method": "full", "gpus": 8, "stack": "hf", "measured": 100.0,
+                "loso": 50.0, "fitted": 100.0, "baseline": 100.0}]
+    s = ta.summary(results)
+    assert s["all"]["loso"]["typical"] == pytest.approx(2.0)  # geometric mean of max(r, 1/r): x2 and x2
+    assert s["all"]["loso"]["bias"] == pytest.approx(0.0)  # x2 and x0.5 cancel
+    assert s["all"]["loso"]["worst"]["factor"] == pytest.approx(2.0)
+    assert set(s["per_board"]) == {"A100", "L4"} and set(s["per_gpus"]) == {"1", "5+"}
+    assert s["per_method"]["lora"]["fitted"]["typical"] == pytest.approx(1.1)
+
+
+def test_a_row_faster_than_its_boards_matmul_rate_sets_no_ceiling(bench):
+    ta = bench("throughput_accuracy")
+    base = {"method": "lora", "source": "s", "url": "u", "source_date": "undated"}
+    got = ta.ceilings([{**base, "id": "ok", "gpu": "A100-80GB", "mfu_published": 0.4},
+                       {**base, "id": "impossible", "gpu": "A100-80GB", "mfu_published": 0.95}])
+    assert got["A100-80GB/adapter"]["row"] == "ok"
+    assert got["A100-80GB/adapter"]["of_gemm"] == pytest.approx(0.4 / 0.869, rel=1e-3)
+
+
+def test_lora_targets_count_only_the_adapted_linears(bench):
+    ta = bench("throughput_accuracy")
+    cfg = {"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2}
+    assert ta.lora_params(cfg, 1, "q,v") == 2 * (16 + 16)
+    assert ta.lora_params(cfg, 1, "mlp") == ta.lora_params(cfg, 1, "gate,up,down") == 2 * 3 * 24
+    assert ta.lora_params(cfg, 1, "") == ta.lora_params(cfg, 1, "all-linear")
+    assert math.isclose(ta.lora_params(cfg, 2, "q"), 2 * ta.lora_params(cfg, 1, "q"))

@@ -1,0 +1,48 @@
+"""p10-p90 of training time from held-out residuals of the rows most like the job; widened where none are."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from cheaptune.catalog.gpus import resolve_gpu
+from cheaptune.estimate import intervals
+
+
+def rows(board: str, method: str, gpus: int, ratios) -> list[dict]:
+    return [{"board_class": board, "method": method, "gpus": gpus, "log_time_ratio": math.log(r)} for r in ratios]
+
+
+SPREAD = [0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 0.95, 1.05, 1.15, 1.25]
+
+
+def test_the_band_comes_from_the_matching_rows():
+    data = rows("a100", "lora", 1, SPREAD) + rows("geforce", "full", 4, [3.0] * 10)
+    lo, mid, hi, why = intervals.log_band(data, "a100", "lora", 1)
+    assert 0.8 <= math.exp(lo) <= 0.92 and 1.2 <= math.exp(hi) <= 1.31 and "from 10 held-out public rows" in why
+    assert math.exp(mid) == pytest.approx(1.075, rel=0.01)
+
+
+def test_a_job_no_row_supports_gets_a_wider_band_and_says_why():
+    data = rows("a100", "lora", 1, SPREAD) + rows("a100", "full", 8, SPREAD)
+    lo1, _, hi1, _ = intervals.log_band(data, "a100", "lora", 1)
+    lo, _, hi, why = intervals.log_band(data, "geforce", "qlora", 1)  # no GeForce rows: any board, adapter, 1 GPU
+    assert hi - lo > hi1 - lo1 and "no 5 public rows for geforce qlora" in why and "widened x1.25" in why
+    _, _, _, why8 = intervals.log_band(data, "geforce", "lora", 2)  # no adapter rows on 2-4 GPUs either
+    assert "any board, adapter" in why8 and "x1.56" in why8
+
+
+def test_board_classes():
+    assert intervals.board_class(resolve_gpu("H100")) == "hopper+"
+    assert intervals.board_class(resolve_gpu("A100-80GB")) == intervals.board_class(resolve_gpu("A100")) == "a100"
+    assert intervals.board_class(resolve_gpu("RTX4090")) == "geforce"
+    assert intervals.board_class(resolve_gpu("MI300X")) == "amd"
+
+
+def test_the_shipped_residuals_give_every_catalog_board_a_band():
+    from cheaptune.catalog.gpus import list_gpus
+
+    for g in list_gpus():
+        lo, mid, hi, why = intervals.time_band(g, "lora", 1)
+        assert lo <= mid <= hi and lo < hi and why
