@@ -119,8 +119,6 @@ def make_plan(
         notes.append(best.details["speedups"]["unmeasured_line"])
     if best.details.get("mfu_ceiling"):
         notes.append(best.details["mfu_ceiling"])
-    if best.details.get("mfu_ceiling"):
-        notes.append(best.details["mfu_ceiling"])
     result.why = explain.why(best, ranked, c.optimize)
     result.why_not = explain.why_not(ranked, excluded, c.optimize, c.max_gpus)
     result.high_end = explain.high_end(ranked, c.optimize)
