@@ -44,7 +44,12 @@ def train(
     data: list[str] = typer.Option(None, "--data", help="Dataset file or folder (repeatable); replaces the config's."),
     data_format: str = typer.Option(None, "--format", help="Dataset format: auto, messages, sharegpt, alpaca, ..."),
     method: str = typer.Option(None, "--method", help="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning"),
-    objective: str = typer.Option(None, "--objective", help="sft (default) | dpo | orpo (preference pairs in --data)."),
+    objective: str = typer.Option(None, "--objective", help="sft (default) | dpo | orpo (preference pairs in --data) | grpo (prompts)."),
+    reward: list[str] = typer.Option(None, "--reward", help="grpo: exact_match | numeric | regex | json | length | path/to/rewards.py (repeatable)."),
+    answer_column: str = typer.Option(None, "--answer-column", help="grpo: the column exact_match/numeric compare with."),
+    generations: int = typer.Option(None, "--generations", callback=bounded(2, 2**16), help="grpo: completions per prompt."),
+    completion_len: int = typer.Option(None, "--completion-len", callback=bounded(1, 10**7), help="grpo: tokens per completion."),
+    generation_backend: str = typer.Option(None, "--generation-backend", help="grpo: auto | vllm | vllm-server | transformers."),
     lora_r: int = typer.Option(None, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank."),
     lora_targets: str = typer.Option(None, "--lora-targets", help="qv | attention | mlp | all-linear, +lm_head"),
     output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where the adapter and summary go."),
@@ -122,6 +127,9 @@ def train(
         "dry_run_shutdown": dry_run_shutdown, "precision": precision, "probe_steps": probe_steps,
         "allow_optimizer_change": allow_optimizer_change, "report_to": report_to,
         "eval_after": eval_after,
+        "reward": (reward[0] if len(reward) == 1 else reward) if reward else None, "answer_column": answer_column,
+        "num_generations": generations, "max_completion_length": completion_len,
+        "generation_backend": generation_backend,
         # the meter's price stays per instance; the GPU count is what the registry records (with a plan: the
         # count this run really uses, so a plan sized for more GPUs keeps its batch: planmerge.keep_batch)
         "gpu_count": world if world > 1 or plan is not None else None,

@@ -121,7 +121,10 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
     from cheaptune.train.tracking import MetricsCallback
     from cheaptune.train.trainer import build_trainer
 
-    build = build_trainer if cfg.objective == "sft" else build_preference_trainer
+    if cfg.objective == "grpo":
+        from cheaptune.train.grpo import build_grpo_trainer as build
+    else:
+        build = build_trainer if cfg.objective == "sft" else build_preference_trainer
     prec = resolve_precision(cfg)
     cfg, off = speedups.fit_planned(cfg, prec.device)
     cfg, billed = bill_where_it_runs(cfg, running_on(prec.device))
