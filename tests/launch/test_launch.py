@@ -205,3 +205,26 @@ def test_hand_edited_plan_cannot_switch_the_budget_cap_off(command, edit, tmp_pa
     code, _out, err = run_cli(*args)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "o").exists()
+
+
+def test_sky_backend_reads_the_launched_clusters_price_from_its_handle(monkeypatch):
+    """SkyBackend.launched_price on what sky.status returns (StatusResponse.handle.launched_resources,
+    launched_nodes); a managed job (no cluster) and a failing call give None, never an error."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from cheaptune.launch import backend as be
+    from cheaptune.launch.backend import LaunchResult
+
+    res = SimpleNamespace(accelerators={"A10G": 1}, cloud="AWS", instance_type="g5.xlarge", region="us-east-1",
+                          get_cost=lambda seconds: 1.006 * seconds / 3600)
+    record = SimpleNamespace(handle=SimpleNamespace(launched_resources=res, launched_nodes=2))
+    fake = SimpleNamespace(status=lambda cluster_names: ("status", cluster_names), stream_and_get=lambda req: [record])
+    monkeypatch.setattr(be, "_sky", lambda: fake)
+    monkeypatch.setattr(be, "server_session", lambda keep_on_success: contextlib.nullcontext())
+    price = SkyBackend().launched_price(LaunchResult(job_id=1, cluster="c1"))
+    assert price is not None and price.per_hour == pytest.approx(2.012) and price.cloud == "aws"
+    assert price.accelerators == "A10G:1" and "g5.xlarge" in price.source
+    assert SkyBackend().launched_price(LaunchResult(job_id=1)) is None
+    fake.stream_and_get = lambda req: []
+    assert SkyBackend().launched_price(LaunchResult(job_id=1, cluster="c1")) is None

@@ -293,3 +293,12 @@ def test_gated_model_without_hf_token_is_refused_before_launch(tmp_path, recorde
     assert not recorder.calls
     prep = launcher.prepare(plan, LaunchOptions(), recorder, tmp_path / "t.yaml", env={"HF_TOKEN": "hf_x"})
     assert prep.checked.secrets_set == ["HF_TOKEN"]
+
+
+def test_a_cap_from_a_derived_price_is_said(tmp_path, recorder):
+    spot = offer("aws", "A10G", 0.5, spot=True).model_copy(update={"price_basis": "derived"})
+    prep = launcher.prepare(make_plan(spot), LaunchOptions(), recorder, tmp_path / "t.yaml")
+    assert prep.task["resources"]["max_hourly_cost"] == 0.55
+    assert any("1.1x a derived price" in n and "--max-hourly-cost" in n for n in prep.selection.notes)
+    quoted = launcher.prepare(make_plan(offer("aws", "A10G", 0.5)), LaunchOptions(), recorder, tmp_path / "q.yaml")
+    assert not any("derived" in n for n in quoted.selection.notes)

@@ -94,3 +94,13 @@ def test_cost_breakdown_refuses_negative_totals(tmp_path):
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(BadInput, match=r"prediction\.cost\.total"):
         planfile.load(path)
+
+
+def test_price_basis_round_trips_and_is_checked(tmp_path):
+    path = tmp_path / "plan.yaml"
+    raw = _plan().model_dump(mode="json")
+    assert raw["offer"]["price_basis"] == "quoted" and raw["offer"]["price_as_of"] == "undated"
+    raw["offer"]["price_basis"] = "guessed"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(BadInput, match="offer.price_basis.*quoted, derived, range-low"):
+        planfile.load(path)

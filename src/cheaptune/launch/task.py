@@ -117,7 +117,12 @@ def _resources(plan: PlanFile, sel: Selection, staged: Staged, opts: LaunchOptio
     res["disk_size"] = opts.disk_gb or disk_size_gb(plan, staged)
     cap = opts.max_hourly_cost
     if cap is None and plan.budget_usd is not None:
-        cap = round(max(o.price_per_hour for o in sel.offers) * (1 + HOURLY_SLACK), 4)
+        top = max(sel.offers, key=lambda o: o.price_per_hour)
+        cap = round(top.price_per_hour * (1 + HOURLY_SLACK), 4)
+        if top.price_basis != "quoted":
+            sel.notes.append(f"max_hourly_cost ${cap:g} is {1 + HOURLY_SLACK:g}x a {top.price_basis} price "
+                             f"({top.provider} {top.gpu}, not quoted by the provider): SkyPilot may find nothing "
+                             "under it; pass --max-hourly-cost to set it, and the billed rate is checked at launch")
     if cap is not None:
         res["max_hourly_cost"] = cap
     if opts.mode == "job":

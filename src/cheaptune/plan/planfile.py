@@ -29,6 +29,7 @@ MAX_GPUS = 4096
 MAX_HOURS = 1e6
 MAX_BYTES = 2**60
 KINDS = ("on-demand", "spot", "community", "secure")  # catalog.prices.KINDS
+BASES = ("quoted", "derived", "range-low")  # catalog.prices.BASES
 
 
 class _Strict(BaseModel):
@@ -62,12 +63,21 @@ class Offer(_Strict):
     billing_unit_s: int = Field(1, ge=1, le=86_400)
     min_billed_s: int = Field(60, ge=0, le=86_400 * 31)
     total_cost: float | None = Field(None, ge=0, le=MAX_USD, description="this offer's expected total for the job, USD")
+    price_basis: str = Field("quoted", description="quoted | derived (e.g. spot as a share of on-demand) | range-low")
+    price_as_of: str = Field("undated", description="the date the price's source gives")
 
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, value: str) -> str:
         if value not in KINDS:
             raise ValueError(f"must be one of {', '.join(KINDS)}")
+        return value
+
+    @field_validator("price_basis")
+    @classmethod
+    def _known_basis(cls, value: str) -> str:
+        if value not in BASES:
+            raise ValueError(f"must be one of {', '.join(BASES)}")
         return value
 
 
