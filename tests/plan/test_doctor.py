@@ -41,6 +41,8 @@ def test_clean_facts_have_no_findings():
     ({"egress_merged_usd": 2.0}, "merged_egress"),
     ({"packing": False}, "data_starvation"),
     ({"tokens_per_s": 50_000, "dataloader_workers": 0}, "data_starvation"),
+    ({"missing": ("base_model", "datasets")}, "missing_inputs"),
+    ({"rented": True, "shuts_down": False}, "machine_left_running"),
 ])
 def test_each_check_fires(changes, code):
     assert code in codes(**changes)
@@ -49,7 +51,7 @@ def test_each_check_fires(changes, code):
 def test_every_check_has_a_test_and_one_line_messages():
     tested = {"does_not_fit", "thin_headroom", "full_where_peft_fits", "qlora_where_lora_fits", "on_demand_where_spot_ok",
               "spot_without_checkpoints", "no_budget", "no_bf16", "seq_beyond_context", "short_job", "merged_egress",
-              "data_starvation"}
+              "data_starvation", "missing_inputs", "machine_left_running"}
     assert {c.__name__ for c in doctor.CHECKS} == tested
     worst = Facts(method="full", peft_alternative="x", spot=True, gpu_bf16=False, gpu_name="T4", seq_len=9000,
                   context_length=4096, packing=False, overhead_share=0.9, egress_merged_usd=9.0, total_usd=10.0,
@@ -92,3 +94,22 @@ def test_doctor_estimates_the_configs_own_settings(tmp_path, run_cli):
     peak = float(found["does_not_fit"]["message"].split("estimated peak ")[1].split(" GiB")[0])
     assert peak > 16 * 70e9 / GIB  # fp32 master weights + fp32 moments: far beyond the board
     assert "thin_headroom" not in found
+
+
+def test_doctor_on_an_empty_config_says_model_and_data_are_missing(tmp_path, run_cli):
+    empty = tmp_path / "empty.yml"
+    empty.write_text("{}\n")
+    code, out, err = run_cli("doctor", str(empty), "--json")
+    assert code == 0, err
+    (missing,) = [f for f in json.loads(out)["findings"] if f["code"] == "missing_inputs"]
+    assert missing["severity"] == "error" and "no base_model and no datasets" in missing["message"]
+
+
+def test_doctor_flags_a_rented_machine_left_running(tmp_path, run_cli):
+    cfg = tmp_path / "rented.yml"
+    cfg.write_text("base_model: m/x\ndatasets: [{path: d.jsonl}]\nprice_per_hour: 2.5\nbudget_usd: 10\n")
+    code, out, _ = run_cli("doctor", str(cfg), "--json")
+    assert code == 0 and "machine_left_running" in {f["code"] for f in json.loads(out)["findings"]}
+    cfg.write_text(cfg.read_text() + "on_finish: stop\n")
+    code, out, _ = run_cli("doctor", str(cfg), "--json")
+    assert code == 0 and "machine_left_running" not in {f["code"] for f in json.loads(out)["findings"]}

@@ -16,6 +16,8 @@ def doctor_command(
     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
 ) -> None:
     """Check a training config against the guide's common mistakes; prints one line of advice per finding."""
+    import dataclasses
+
     from cheaptune.plan.config_facts import facts_from_config, load_config
     from cheaptune.plan.doctor import run_checks
 
@@ -33,7 +35,11 @@ def doctor_command(
             from cheaptune.plan.sources import real_fit
 
             fit = real_fit(resolve_model(cfg.base_model), cfg.sequence_len, 0.10, cfg.lora_r)
-    findings = run_checks(facts_from_config(cfg, spec, spot_flag(spot), fit))
+    findings = run_checks(dataclasses.replace(
+        facts_from_config(cfg, spec, spot_flag(spot), fit),
+        missing=tuple(k for k, have in (("base_model", cfg.base_model), ("datasets", cfg.datasets)) if not have),
+        rented=bool(cfg.price_per_hour) or cfg.spot_notice != "none",
+        shuts_down=cfg.on_finish != "nothing" or bool(cfg.shutdown_command)))
     if as_json:
         from cheaptune.cli.output import emit_json
 

@@ -52,6 +52,25 @@ class Facts:
     peft_alternative: str | None = None  # "lora at $3.10" when a PEFT option beats a full fine-tune
     lora_same_gpu: str | None = None  # "$2.10" when LoRA fits on the QLoRA option's GPU for less
     spot_alternative: str | None = None  # "spot at $1.20" when on-demand was chosen and spot is cheaper
+    missing: tuple[str, ...] = ()  # config keys a run needs and the config lacks (base_model, datasets)
+    rented: bool = False  # it trains on a machine billed by the hour (a price, or a cloud's spot notices)
+    shuts_down: bool | None = None  # on_finish or a shutdown_command stops that machine (None: not known)
+
+
+def missing_inputs(f: Facts) -> Finding | None:
+    if f.missing:
+        how = {"base_model": "base_model: (or --model)", "datasets": "datasets: [{path: ...}] (or --data)"}
+        return Finding("missing_inputs", f"the config sets no {' and no '.join(f.missing)}, so train refuses it; "
+                       f"set {' and '.join(how.get(k, k) for k in f.missing)}", "error")
+    return None
+
+
+def machine_left_running(f: Facts) -> Finding | None:
+    if f.rented and f.shuts_down is False:
+        return Finding("machine_left_running", "it trains on a rented machine (price_per_hour or spot_notice set) and "
+                       "nothing stops that machine afterwards, so the bill runs on once training ends; set on_finish: "
+                       "stop (or terminate) or a shutdown_command (cheaptune launch's autostop covers SkyPilot jobs only)")
+    return None
 
 
 def does_not_fit(f: Facts) -> Finding | None:
@@ -151,8 +170,8 @@ def data_starvation(f: Facts) -> Finding | None:
 
 
 CHECKS: tuple[Callable[[Facts], Finding | None], ...] = (
-    does_not_fit, thin_headroom, full_where_peft_fits, qlora_where_lora_fits, on_demand_where_spot_ok, spot_without_checkpoints,
-    no_budget, no_bf16, seq_beyond_context, short_job, merged_egress, data_starvation,
+    missing_inputs, does_not_fit, thin_headroom, full_where_peft_fits, qlora_where_lora_fits, on_demand_where_spot_ok, spot_without_checkpoints,
+    no_budget, no_bf16, seq_beyond_context, short_job, merged_egress, data_starvation, machine_left_running,
 )
 
 
