@@ -55,7 +55,7 @@ def test_very_long_model_name_is_one_short_line(run_cli):
 
 @pytest.mark.parametrize(("args", "words"), [
     (("--providers", "runpd"), "--provider: no provider 'runpd' in the price catalog (did you mean runpod?)"),
-    (("--exclude-providers", "lamda"), "(did you mean lambda?)"),
+    (("--exclude-providers", "lamda"), "(did you mean lambda"),
     (("--seq-len", "100000"), "--seq-len 100000 is beyond TinyLlama/TinyLlama_v1.1's context of 2048 tokens"),
 ])
 def test_plan_typos_and_long_context_are_one_line(run_cli, args, words):

@@ -93,8 +93,8 @@ def test_an_old_spelling_still_works_end_to_end(run_cli):
 def test_root_help_starts_with_the_workflow(run_cli):
     code, out, _ = run_cli("-h")
     assert code == 0 and "Start here" in out and "cheaptune plan" in out
-    listed = [name for name in WORKFLOW if re.search(rf"^│ {name}\s", out, re.M)]
-    positions = [re.search(rf"^│ {name}\s", out, re.M).start() for name in listed]
+    listed = [name for name in WORKFLOW if re.search(rf"^  {name}\s", out, re.M)]
+    positions = [re.search(rf"^  {name}\s", out, re.M).start() for name in listed]
     assert listed[:8] == list(WORKFLOW[:8]) and positions == sorted(positions)
     for args in (("-V",), ("--version",), ("version",)):
         code, out, _ = run_cli(*args)

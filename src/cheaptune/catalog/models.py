@@ -50,7 +50,26 @@ class ModelSpec:
     def context_length(self) -> int:
         c = self.config
         n = c.get("max_position_embeddings") or c.get("n_positions")
-        return int(n) if n else int(to_hf_config(self).max_position_embeddings)
+        return int(n) if n else _default_context(self)
+
+
+def _default_context(spec: ModelSpec) -> int:
+    """The context transformers gives a config that leaves it out (falcon's config.json does), cached on disk
+    per model type and transformers version: building the config imports torch (about 4 s each `models`)."""
+    from importlib import metadata
+
+    from cheaptune.util import atomic
+    from cheaptune.util.paths import cache_dir
+
+    key = re.sub(r"[^\w.-]", "_", f"{spec.config['model_type']}-{metadata.version('transformers')}")
+    path = cache_dir("model_defaults") / f"{key}.json"
+    try:
+        return int(json.loads(path.read_text())["max_position_embeddings"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    n = int(to_hf_config(spec).max_position_embeddings)
+    atomic.write_text(path, json.dumps({"max_position_embeddings": n}))
+    return n
 
 
 class _Row(BaseModel):

@@ -31,15 +31,14 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json(rows)
             return
-        from rich.table import Table
+        from cheaptune.cli.output import fitted_table, left_out
 
-        cells = [(r["id"], r["family"], _human(r["params"]), f"{r['context_length']:,}",
-                  r["aliases"][0] if r["aliases"] else "") for r in rows]
-        table = Table()
-        for i, col in enumerate(("id", "family", "parameters", "context", "short name")):
-            # Keep facts whole on narrow terminals; only the short name may be cut.
-            width = max(len(col), *(len(c[i]) for c in cells)) if i < 4 else None
-            table.add_column(col, no_wrap=True, min_width=width)
-        for c in cells:
-            table.add_row(*c)
-        console().print(table)
+        cells = [[r["id"], r["family"], _human(r["params"]), f"{r['context_length']:,}",
+                  r["aliases"][0] if r["aliases"] else ""] for r in rows]
+        out = console()
+        # every cell whole: on a narrow terminal the family, then the short name, go whole and are named
+        table, dropped = fitted_table(out, ("id", "family", "parameters", "context", "short name"), cells,
+                                      ("family", "short name"), right=("parameters", "context"))
+        out.print(table)
+        if dropped:
+            out.print(left_out(dropped), soft_wrap=True)

@@ -59,18 +59,20 @@ def status(enabled: bool, first: str = "working") -> Iterator[Callable[[str], No
         yield lambda text: shown.update(text)
 
 
-def fitted_table(out: Any, headers: tuple[str, ...], rows: list[list[str]], drop: tuple[str, ...]) -> tuple[Any, list[str]]:
+def fitted_table(out: Any, headers: tuple[str, ...], rows: list[list[str]], drop: tuple[str, ...],
+                 right: tuple[str, ...] = (), title: str | None = None) -> tuple[Any, list[str]]:
     """(table, columns left out): the first column (an id) is never cut; the columns named in `drop` go,
-    in that order, until the rest fits `out`'s width whole."""
+    in that order, until the rest fits `out`'s width whole. Columns in `right` (and those starting with
+    $, steps or eval) are right-aligned."""
     from rich.measure import Measurement
     from rich.table import Table
 
     cols, dropped = list(headers), []
     while True:
-        table = Table()
+        table = Table(title=title)
         for n, c in enumerate(cols):
             table.add_column(c, no_wrap=True, min_width=max((len(r[0]) for r in rows), default=2) if n == 0 else None,
-                             justify="right" if c.startswith(("$", "steps", "eval")) else "left")
+                             justify="right" if c in right or c.startswith(("$", "steps", "eval")) else "left")
         keep = [headers.index(c) for c in cols]
         for r in rows:
             table.add_row(*(r[i] for i in keep))
@@ -79,6 +81,11 @@ def fitted_table(out: Any, headers: tuple[str, ...], rows: list[list[str]], drop
             return table, dropped
         cols.remove(left[0])
         dropped.append(left[0])
+
+
+def left_out(dropped: list[str], how: str = "--json, or a wider terminal, shows them") -> str:
+    """The line under a table that lost columns to the terminal's width ('' when none did)."""
+    return f"columns left out at this width: {', '.join(dropped)} ({how})" if dropped else ""
 
 
 def console():

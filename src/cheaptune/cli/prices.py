@@ -16,6 +16,11 @@ prices_app = typer.Typer(help=(
     "region and instance replaces the bundled one; other rows are added. `plan` uses them too."))
 
 
+COLUMNS = ("provider", "kind", "gpu", "n", "instance", "region", "$/h", "$/GPU-h", "billing", "interrupt/h", "age")
+# what goes first when the terminal is narrow: the cells are never cut, the least deciding columns go whole
+DROP_ORDER = ("instance", "billing", "$/GPU-h", "age", "interrupt/h", "region", "kind")
+
+
 def _offer_dict(o) -> dict:
     from dataclasses import asdict
     from datetime import date
@@ -97,19 +102,17 @@ def prices(
 
         emit_json({"offers": [_offer_dict(o) for o in offers], "matched": total, "sources": sources})
         return
-    from rich.table import Table
+    from cheaptune.cli.output import console, fitted_table, left_out
 
-    from cheaptune.cli.output import console
-
-    table = Table(title=f"{len(offers)} of {total} offers")
-    for col in ("provider", "kind", "gpu", "n", "instance", "region", "$/h", "$/GPU-h", "billing", "interrupt/h", "age"):
-        table.add_column(col, justify="right" if col in ("n", "$/h", "$/GPU-h", "interrupt/h", "age") else "left")
-    for o in offers:
-        table.add_row(o.provider, o.kind, o.gpu, str(o.gpu_count), o.instance_type, o.region,
-                      f"{o.price_per_hour:.4g}", f"{o.price_per_gpu_hour:.4g}",
-                      f"{o.billing_unit_s}s/{o.min_billed_s}s", _rate_cell(o), _age_cell(o))
+    rows = [[o.provider, o.kind, o.gpu, str(o.gpu_count), o.instance_type or "-", o.region,
+             f"{o.price_per_hour:.4g}", f"{o.price_per_gpu_hour:.4g}", f"{o.billing_unit_s}s/{o.min_billed_s}s",
+             _rate_cell(o), _age_cell(o)] for o in offers]
     out = console()
+    table, dropped = fitted_table(out, COLUMNS, rows, DROP_ORDER, right=("n", "interrupt/h", "age"),
+                                  title=f"{len(offers)} of {total} offers")
     out.print(table)
+    if dropped:
+        out.print(left_out(dropped), soft_wrap=True)
     out.print("interrupt/h: the rate `plan` prices with (the middle of its range; * assumed); --json gives "
               "each range and its source", soft_wrap=True)
     out.print("age: days since the date each row's source gives (undated: none given; ~ derived or the low end of a "

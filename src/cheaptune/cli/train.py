@@ -90,9 +90,9 @@ def train(
 ) -> None:
     """Fine-tune a model; checkpoints are atomic and a rerun resumes exactly where it stopped.
 
-    Exit codes: 0 done, 2 bad input, 10 budget or time cap, or a projection over the budget (--force trains on
-    to the cap), 11 out of memory after every fallback (a larger GPU resumes it), 143 preempted (run again to
-    resume).
+    Exit codes: 0 done, 2 bad input, 3 the plan's cost is over the budget before it starts (--force starts
+    anyway), 10 budget or time cap, or a projection over the budget (--force trains on to the cap), 11 out of
+    memory after every fallback (a larger GPU resumes it), 143 preempted (run again to resume).
     """
     import os
     import subprocess

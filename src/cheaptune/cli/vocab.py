@@ -7,6 +7,7 @@ the user's copy of these facts; tests/cli/test_vocabulary.py holds the two toget
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -110,16 +111,32 @@ def exit_epilog(command: str) -> str:
 
 def polish(cmd: Any, name: str, ctx: typer.Context) -> Any:
     """Readable metavars (a flag shows none, not `<bool>`) and the exit codes in the help, recursively."""
+    cmd.rich_markup_mode = None  # click's plain help: it wraps to the terminal and never cuts an option name
     helper = cmd.get_help_option(ctx)
     for p in [*cmd.params, *([helper] if helper else [])]:
         if getattr(p, "param_type_name", "") == "option" and p.metavar is None:
             label = "" if p.is_flag else p.display_type(ctx).strip("<>").removesuffix(" range")
             p.metavar = label if "|" in label else READABLE.get(label, label.upper())
-    if cmd.epilog is None and "Exit codes" not in (cmd.help or ""):  # train and launch say theirs in full
+        if getattr(p, "param_type_name", "") == "argument":
+            p.display_type_rich = lambda ctx: ""  # `MODEL`, not `MODEL <str>`: the name says what it is
+            p.metavar = p.metavar or p.name.upper()
+            p._usage_display_name = functools.partial(_usage_name, p)  # typer 0.29 writes a required one {config}
+    paragraphs = (cmd.help or "").split("\n\n")
+    own = [x for x in paragraphs if x.lstrip().startswith("Exit codes")]
+    if own:  # train and launch say theirs in full: at the bottom, where every other command says them
+        cmd.help = "\n\n".join(x for x in paragraphs if x not in own)
+        cmd.epilog = " ".join(" ".join(x.split()) for x in own)
+    elif cmd.epilog is None:
         cmd.epilog = exit_epilog(name)
     for sub in getattr(cmd, "commands", {}).values():
         polish(sub, name, ctx)  # a group's subcommands end with the group's codes
     return cmd
+
+
+def _usage_name(arg: Any) -> str:
+    """An argument in the usage line as click and man pages write it: `CONFIG` required, `[CONFIG]` optional."""
+    name = arg.metavar + ("..." if arg.nargs != 1 else "")
+    return name if arg.required else f"[{name}]"
 
 
 READABLE = {"": "", "int": "N", "float": "NUMBER", "str": "TEXT", "path": "PATH", "list[str]": "TEXT"}

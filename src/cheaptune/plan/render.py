@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from cheaptune.plan.candidates import GIB
@@ -96,8 +97,8 @@ def text_sections(doc: dict[str, Any]) -> list[tuple[str, list[str]]]:
 def print_rich(r: PlanResult, console: Any, wide: bool = False) -> None:
     """The plan at the console's width: every column when they fit (or with `wide`), else the columns that
     decide (CORE) when those fit, else one block per option; a cell is never cut."""
-    if wide or (not console.is_terminal and console.width < WIDE):
-        console.width = max(console.width, WIDE)  # piped output: do not squeeze the table into 80 columns
+    if wide or (not console.is_terminal and console.width < WIDE and not os.environ.get("COLUMNS")):
+        console.width = max(console.width, WIDE)  # piped with no COLUMNS: do not squeeze the table into 80
     title, head = _text_sections(r)[0]
     console.print(f"[bold]{title}[/bold]: {head[0]}")
     rows = [_row(o) for o in r.options[: r.constraints.top]]
