@@ -302,3 +302,33 @@ def test_a_cap_from_a_derived_price_is_said(tmp_path, recorder):
     assert any("1.1x a derived price" in n and "--max-hourly-cost" in n for n in prep.selection.notes)
     quoted = launcher.prepare(make_plan(offer("aws", "A10G", 0.5)), LaunchOptions(), recorder, tmp_path / "q.yaml")
     assert not any("derived" in n for n in quoted.selection.notes)
+
+
+def test_region_patterns_match_every_region_of_skypilots_catalogs(shared_data):
+    """Each cloud's Region pattern (launch/data/skypilot_names.yaml) against the Region column of the real
+    catalog files, so a region SkyPilot lists is never refused when its catalog is not on the machine."""
+    import re
+
+    from cheaptune.launch.names import _table
+    from cheaptune.launch.regions import catalog_regions
+
+    patterns = _table()["regions"]
+    seen = set()
+    for version in sorted((shared_data / "skypilot-catalog" / "catalogs").iterdir()):
+        for cloud, pattern in patterns.items():
+            for region in catalog_regions(cloud, version) or ():
+                seen.add(cloud)
+                if region.startswith(", "):  # vast hosts with no city: ", US, NA"
+                    continue
+                assert re.match(pattern, region), (cloud, region, pattern)
+    assert seen == set(patterns)  # every pattern was checked against some catalog
+
+
+def test_bundled_vast_locations_respelled_from_skypilots_catalog(shared_data):
+    from cheaptune.catalog.prices import load_offers
+    from cheaptune.launch.regions import sky_region
+
+    root = shared_data / "skypilot-catalog" / "catalogs" / "v8"
+    hits = {o.region: sky_region("vast", "vast", o.region, root) for o in load_offers() if o.provider == "vast"}
+    assert hits["Texas US"].sky == "Texas, US, NA"
+    assert all(r.sky is None or r.sky.count(",") == 2 for r in hits.values())  # "City, CC, CONTINENT" or anywhere
