@@ -248,10 +248,33 @@ def test_litgpt_quantizes_falcons_linears_where_transformers_leaves_them_16_bit(
 def test_unsloth_offloaded_checkpointing_keeps_block_inputs_off_the_gpu(tiny_cfg):
     """Unsloth's checkpointing moves each block's input to host RAM: the GPU holds no block input between
     forward and backward, where in-GPU (reentrant) checkpointing holds one per block."""
-    kw = dict(model=tiny_cfg.to_dict(), method="qlora", micro_batch=4, seq_len=256, grad_ckpt=True, trainer="unsloth")
+    kw = dict(model=tiny_cfg.to_dict(), method="qlora", micro_batch=2, seq_len=64, grad_ckpt=True, trainer="unsloth")
     offloaded = estimate_memory(EstimateRequest(**kw)).breakdown["activations"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(_profiles(), "unsloth", dataclasses.replace(get_profile("unsloth"), offload_ckpt=False))
         on_gpu = estimate_memory(EstimateRequest(**kw, full_sim=True)).breakdown["activations"]
-    block_input = 4 * 256 * tiny_cfg.hidden_size * 2  # [b, s, h] in bf16
+    block_input = 2 * 64 * tiny_cfg.hidden_size * 2  # [b, s, h] in bf16
     assert on_gpu - offloaded >= (tiny_cfg.num_hidden_layers - 1) * block_input
+
+
+def test_litgpt_keeps_its_own_lm_head_where_hf_ties_it(tiny_cfg):
+    """litgpt's checkpoint conversion copies a tied embedding into its own lm_head: one more [vocab, hidden]
+    weight (bf16 for LoRA; 4-bit, and the largest dequantized weight, for QLoRA)."""
+    cfg = {**tiny_cfg.to_dict(), "tie_word_embeddings": True}
+    kw = dict(model=cfg, method="lora", micro_batch=1, seq_len=32, trainer="litgpt", lora_targets="qv")
+    untied = estimate_memory(EstimateRequest(**kw)).breakdown["weights"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(_profiles(), "litgpt", dataclasses.replace(get_profile("litgpt"), untied_head=False))
+        tied = estimate_memory(EstimateRequest(**kw, full_sim=True)).breakdown["weights"]
+    assert untied - tied == tiny_cfg.vocab_size * tiny_cfg.hidden_size * 2
+
+
+def test_fp16_quant_state_doubles_the_dequantized_weight(make_request, tiny_cfg):
+    """Lightning quantizes from fp16, so bitsandbytes' dequantize_4bit gives fp16 and .to(A.dtype) a bf16 copy."""
+    from cheaptune.estimate.overheads import workspaces
+
+    cfg = tiny_cfg.to_dict()
+    big = 4096 * 4096
+    lit = workspaces(make_request(tiny_cfg, method="qlora", trainer="litgpt"), cfg, big)
+    hf = workspaces(make_request(tiny_cfg, method="qlora", trainer="hf"), cfg, big)
+    assert lit["forward"] - hf["forward"] == 2 * big

@@ -29,6 +29,12 @@ def _render(est, gpus, headroom: float, factors: dict | None = None) -> None:
     out.print(parts)
     phases = ", ".join(f"{k} {v / GIB:.2f}" for k, v in est.phase_peaks.items())
     out.print(f"phase peaks (GiB): {phases}; params {est.total_params:,}, trainable {est.trainable_params:,}")
+    rng = est.details.get("range")
+    if rng:
+        lo, hi = rng["device_total_bytes"]
+        out.print(f"range: device total {lo / GIB:.2f}-{hi / GIB:.2f} GiB, peak allocated "
+                  f"{rng['peak_allocated_bytes'][0] / GIB:.2f}-{rng['peak_allocated_bytes'][1] / GIB:.2f} GiB "
+                  f"(+{rng['fraction']:.0%}: {rng['why']}; the GPU verdict uses the upper end)")
     verdict = Table(title=f"GPUs (keeping {headroom:.0%} headroom)")
     for col in ("GPU", "GiB", "fits", "free GiB"):
         verdict.add_column(col)

@@ -97,7 +97,15 @@ def peft_config_from_json(text: str):
                        "PeftConfig.save_pretrained (adapter_config.json)") from None
 
 
-def _replace_with_nf4(model, req) -> None:
+def _untie_head(model) -> None:
+    """Give the LM head its own weight where the HF class ties it to the embedding (the trainer's copy)."""
+    head, emb = model.get_output_embeddings(), model.get_input_embeddings()
+    if head is not None and emb is not None and head.weight is emb.weight:
+        head.weight = torch.nn.Parameter(torch.empty_like(emb.weight, device="meta"))
+        model.config.tie_word_embeddings = False
+
+
+def _replace_with_nf4(model, req, keep_head: bool = True) -> None:
     from transformers import BitsAndBytesConfig
     from transformers.integrations.bitsandbytes import replace_with_bnb_linear
 
@@ -106,7 +114,7 @@ def _replace_with_nf4(model, req) -> None:
         bnb_4bit_compute_dtype=torch.bfloat16,
     )
     head = model.get_output_embeddings()
-    skip = [n for n, m in model.named_modules() if m is head] or ["lm_head"]
+    skip = ([n for n, m in model.named_modules() if m is head] or ["lm_head"]) if keep_head else []
     replace_with_bnb_linear(model, modules_to_not_convert=skip, quantization_config=qcfg)
     model.is_loaded_in_4bit = True
 
@@ -153,11 +161,14 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
     """Model with the method applied, still on meta; trainable flags as the trainer sets them."""
     model = instantiate_on_meta(cfg, policy.base_dtype, req.attn)
     apply_model_quirks(model, getattr(req, "trainer", None))
+    profile = get_profile(getattr(req, "trainer", None))
+    if profile.untied_head:
+        _untie_head(model)
     quantized = req.method == "qlora"
     if quantized:
-        if get_profile(getattr(req, "trainer", None)).all_linears_4bit:
+        if profile.all_linears_4bit:
             _plain_linears(model)
-        _replace_with_nf4(model, req)
+        _replace_with_nf4(model, req, keep_head=not profile.all_linears_4bit)
         check_quantized(model, cfg.model_type)
         if kbit_prep(req):
             import peft  # the trainer's own upcast: frozen 16-bit weights (embeddings, norms, head) to fp32

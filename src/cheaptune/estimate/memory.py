@@ -33,7 +33,7 @@ from cheaptune.estimate.sharding import FsdpRun, check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
-ESTIMATOR_VERSION = "10"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator; 9 hf profile: peft's fp32 adapters under bf16-true; 10 version-dependent terms from trainer and library versions (versions.py), torchtune 0.1 init replay and peft < 0.21 OSF removed
+ESTIMATOR_VERSION = "11"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator; 9 hf profile: peft's fp32 adapters under bf16-true; 10 version-dependent terms from trainer and library versions (versions.py), torchtune 0.1 init replay and peft < 0.21 OSF removed; 11 unsloth offloaded checkpointing, litgpt untied and 4-bit head, fp16 quant state
 PEFT_METHODS = ("lora", "qlora", "dora")
 
 
@@ -205,9 +205,14 @@ def estimate_memory(req: EstimateRequest) -> MemoryEstimate:
     """
     cfg, label = model_config(req.model)
     req = normalize(req, cfg)
+    return with_range(_point_estimate(req, cfg, label), req.method)
+
+
+def _point_estimate(req: EstimateRequest, cfg: dict, label: str) -> MemoryEstimate:
+    """The simulated estimate (no range), for one GPU or sharded over several."""
     if req.gpus > 1:
-        single = estimate_memory(dataclasses.replace(req, gpus=1, sharding=None, offload=False,
-                                                     fsdp_mixed_units=False, fsdp_no_sync=False))
+        single = _point_estimate(dataclasses.replace(req, gpus=1, sharding=None, offload=False,
+                                                     fsdp_mixed_units=False, fsdp_no_sync=False), cfg, label)
         return shard_estimate(single, req.gpus, req.sharding, req.offload, model_config=cfg,
                               fsdp_run=FsdpRun.of(req))
     inputs = _inputs(req, label)
@@ -220,6 +225,30 @@ def estimate_memory(req: EstimateRequest) -> MemoryEstimate:
     est = compute(req, cfg, inputs, ESTIMATOR_VERSION)
     cache.store(k, dataclasses.asdict(est))
     return est
+
+
+def with_range(est: MemoryEstimate, method: str, fraction: float | None = None) -> MemoryEstimate:
+    """QLoRA holds terms beyond the NF4 weights that no GPU has measured for this estimator yet (dequantized
+    weights, bitsandbytes workspace, load-time peak): its estimate is a range, [simulated, simulated peak allocated
+    x (1 + qlora_range_fraction)] (overheads.yaml), and device_total_bytes, what every fit checks, is the upper end.
+    The peaks stay the simulated ones; details['range'] holds both ends per metric."""
+    if method != "qlora":
+        return est
+    from cheaptune.estimate import overheads
+
+    f = overheads.constants()["qlora_range_fraction"] if fraction is None else fraction
+    if "range" in est.details:  # from the simulated end, so applying it again changes nothing
+        breakdown = {k: v for k, v in est.breakdown.items() if k != "qlora_margin"}
+        est = dataclasses.replace(est, device_total_bytes=est.details["range"]["device_total_bytes"][0],
+                                  breakdown=breakdown)
+    hi = int(est.peak_allocated_bytes * (1 + f))
+    more = overheads.reserved_and_total(hi)[0] - overheads.reserved_and_total(est.peak_allocated_bytes)[0]
+    hi_reserved, hi_total = est.peak_reserved_bytes + more, est.device_total_bytes + more  # slack on the extra too
+    rng = {"peak_allocated_bytes": [est.peak_allocated_bytes, hi], "peak_reserved_bytes": [est.peak_reserved_bytes,
+           hi_reserved], "device_total_bytes": [est.device_total_bytes, hi_total], "fraction": f,
+           "why": "QLoRA terms not yet measured on a GPU: the plan fits the upper end"}
+    return dataclasses.replace(est, device_total_bytes=hi_total, details={**est.details, "range": rng},
+                               breakdown={**est.breakdown, "qlora_margin": hi_total - est.device_total_bytes})
 
 
 def fit_micro_batch(req: EstimateRequest, gpu_memory_bytes: int, headroom: float = 0.10,

@@ -32,6 +32,10 @@ def workspaces(req, cfg: dict, max_quant_linear: int) -> dict[str, int]:
         flash = int(c["flash_bwd_bytes_per_token_per_head_dim"] * req.micro_batch * s_pad * heads * head_dim)
         flash += 4 * req.micro_batch * heads * s_pad  # softmax_d
     dequant = int(c["bnb_dequant_bytes_per_weight"] * max_quant_linear) if req.method == "qlora" else 0
+    from cheaptune.estimate.profiles import get_profile
+
+    if get_profile(req.trainer).quant_state_fp16:  # an fp16 dequantized copy, then its bf16 cast
+        dequant *= 2
     base = int(c["cublas_workspace_bytes"])
     return {"forward": base + dequant, "backward": base + max(flash, dequant), "optimizer": base}
 

@@ -49,6 +49,8 @@ class Profile:
     fused_qkv: bool = False
     all_linears_4bit: bool = False
     offload_ckpt: bool = False
+    untied_head: bool = False
+    quant_state_fp16: bool = False
     not_simulated: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     package: str = ""  # the trainer's own package, whose version --trainer NAME==X names (estimate/versions.py)
