@@ -28,8 +28,8 @@ def _install_kill_at_step(step: int) -> None:
 
     original = run.train
 
-    def train(cfg, force=False, callbacks=()):
-        return original(cfg, force, (*callbacks, KillAtStep()))
+    def train(cfg, force=False, callbacks=(), **kwargs):  # kwargs: started_at, the meter's start
+        return original(cfg, force, (*callbacks, KillAtStep()), **kwargs)
 
     run.train = train
 
