@@ -75,7 +75,7 @@ def test_user_reward_failures_are_one_line(tmp_path):
         rewards.user_reward(_user(tmp_path, "x = 1\n"))
     raising = rewards.user_reward(_user(tmp_path, "def reward(prompts, completions, answer, **kw):\n"
                                                   "    return [1.0 / int(a) for a in answer]\n"))
-    with pytest.raises(BadInput, match=r"rewards.py: reward\(\) failed on dataset row 7: ZeroDivisionError"):
+    with pytest.raises(BadInput, match=r"rewards.py: reward\(\) failed on training row 7: ZeroDivisionError"):
         raising(["p", "q"], ["a", "b"], answer=["2", "0"], **{rewards.ROW: [3, 7]})
     short = rewards.user_reward(_user(tmp_path, "def reward(prompts, completions, **kw):\n    return [1.0]\n"))
     with pytest.raises(BadInput, match="returned 1 scores for 2 completions"):

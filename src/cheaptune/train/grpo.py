@@ -76,8 +76,8 @@ def grpo_config(cfg: TrainConfig, prec: Precision, has_eval: bool, weights: list
 
 def build_grpo_trainer(cfg: TrainConfig, prec: Precision, model: Any, tokenizer: Any, train_ds: Any,
                        eval_ds: Any, fmt: str, callbacks: list[Any]) -> AtomicGRPOTrainer:
-    """The GRPO trainer; same signature as trainer.build_trainer. Each row gets its index (rewards.ROW),
-    so a user's reward that fails names the dataset row."""
+    """The GRPO trainer; same signature as trainer.build_trainer. Each row gets its number (rewards.ROW, 1 =
+    first; the file's line for one JSONL file without a validation split), so a failing user reward names it."""
     rewards.check_columns(cfg, train_ds.column_names, f"dataset {cfg.datasets[0].path}")
     funcs, weights = rewards.build_rewards(cfg)
     train_ds = _indexed(train_ds)
@@ -92,7 +92,7 @@ def build_grpo_trainer(cfg: TrainConfig, prec: Precision, model: Any, tokenizer:
 def _indexed(ds: Any) -> Any:
     if rewards.ROW in ds.column_names:
         return ds
-    return ds.add_column(rewards.ROW, list(range(len(ds))))
+    return ds.add_column(rewards.ROW, list(range(1, len(ds) + 1)))
 
 
 def _vllm_installed() -> bool:

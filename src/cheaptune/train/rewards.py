@@ -7,7 +7,7 @@ assistant turn (conversational prompts); `text()` reads both.
 A user's file is imported only from the path the config names (never found on sys.path) and must define
 `reward(prompts, completions, **columns)`. It receives the dataset's columns only, not trl's extras
 (trainer_state, log hooks, completion_ids), so the signature stays the one documented. Its failures
-become one BadInput line naming the file and the dataset row.
+become one BadInput line naming the file and the training row.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from cheaptune.errors import BadInput
 from cheaptune.train.grpo_options import GrpoFields, RewardSpec
 
 Reward = Callable[..., list[float]]
-ROW = "_cheaptune_row"  # the dataset row index column the GRPO trainer adds, for error messages
+ROW = "_cheaptune_row"  # the row number column the GRPO trainer adds (1 = first), for error messages
 TRL_EXTRAS = ("trainer_state", "log_extra", "log_metric", "environments", "completion_ids", ROW)
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:,\d{3})*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
@@ -151,19 +151,19 @@ def user_reward(path: str) -> Reward:
         raise BadInput(f"reward file {path} defines no function reward(prompts, completions, **columns)")
 
     def call(prompts, completions, **columns) -> list[float]:
-        rows = columns.get(ROW) or list(range(len(completions)))
+        rows = columns.get(ROW) or list(range(1, len(completions) + 1))
         data = {k: v for k, v in columns.items() if k not in TRL_EXTRAS}
         try:
             scores = list(fn(prompts, completions, **data))
         except Exception as batch_err:
             row, err = _failing_row(fn, prompts, completions, data, rows, batch_err)
-            raise BadInput(f"reward file {path}: reward() failed on dataset row {row}: {err}") from None
+            raise BadInput(f"reward file {path}: reward() failed on training row {row}: {err}") from None
         if len(scores) != len(completions):
             raise BadInput(f"reward file {path}: reward() returned {len(scores)} scores for {len(completions)} "
                            "completions; return one float per completion")
         for i, s in enumerate(scores):
             if s is not None and not isinstance(s, (int, float)):
-                raise BadInput(f"reward file {path}: reward() returned {type(s).__name__} for dataset row "
+                raise BadInput(f"reward file {path}: reward() returned {type(s).__name__} for training row "
                                f"{rows[i]}; return floats (or None to skip one)")
         return scores
 

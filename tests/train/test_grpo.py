@@ -1,0 +1,95 @@
+"""GRPO through trl on the tiny Llama: every reward kind in one short run (weighted as configured), bad data and a
+failing user reward are one line with exit 2, and the budget cap stops a GRPO run resumably."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from cheaptune.train.config import validate
+from cheaptune.train.run import train
+from tests.train.conftest import write_jsonl
+
+ADAPTER = "adapter_model.safetensors"
+# A reward that differs between the completions of a group (their text lengths), so advantages are not zero and
+# the adapter trains even while the verifiable rewards of a random tiny model are all 0.
+LENGTHS = "def reward(prompts, completions, answer, **columns):\n    return [len(c[0]['content']) / 10 for c in completions]\n"
+
+
+def prompt_rows(n: int) -> list[dict]:
+    return [{"prompt": [{"role": "user", "content": f"What is {i} plus {i}?"}], "answer": str(2 * i)}
+            for i in range(n)]
+
+
+@pytest.fixture(scope="session")
+def prompts_file(tmp_path_factory) -> Path:
+    return write_jsonl(tmp_path_factory.mktemp("prompts") / "prompts.jsonl", prompt_rows(8))
+
+
+@pytest.fixture(scope="session")
+def lengths_reward(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("rewards") / "lengths.py"
+    path.write_text(LENGTHS)
+    return path
+
+
+def grpo_args(model: Path, data: Path, out: Path, steps: int, *extra: str) -> list[str]:
+    """CLI arguments the GRPO run tests share: 2 completions of 8 tokens for one prompt per step."""
+    return ["train", "--model", str(model), "--data", str(data), "-o", str(out), "--objective", "grpo",
+            "--max-steps", str(steps), "--micro-batch", "2", "--generations", "2", "--completion-len", "8",
+            "--lr", "1e-2", "--device", "cpu", "--probe-steps", "0", *extra]
+
+
+def logged(out: Path) -> dict[int, dict]:
+    """Each step's last log line (a resumed run appends; its lines replace the killed run's)."""
+    lines = (out / "train_log.jsonl").read_text().splitlines()
+    return {row["step"]: row for row in map(json.loads, lines) if "reward" in row}
+
+
+def test_every_reward_kind_in_one_run(tiny_model_dir, prompts_file, lengths_reward, tmp_path):
+    out = tmp_path / "out"
+    weights = {"exact_match": 1.0, "numeric": 0.5, "regex": 0.25, "json": 2.0, "length": 1.0, "lengths": 0.1}
+    cfg = validate({
+        "base_model": str(tiny_model_dir), "datasets": [{"path": str(prompts_file)}], "objective": "grpo",
+        "reward": [{"name": n if n != "lengths" else str(lengths_reward), "weight": w} for n, w in weights.items()],
+        "reward_pattern": "[a-z]", "reward_json_keys": ["city"], "reward_target_length": 4,
+        "num_generations": 2, "max_completion_length": 8, "micro_batch_size": 2, "max_steps": 2, "save_steps": 1,
+        "learning_rate": 1e-2, "output_dir": str(out), "device": "cpu", "probe_steps": 0,
+    })
+    s = train(cfg).summary
+    assert s["steps"] == 2 and s["tokens"] > 0
+    for step, row in logged(out).items():
+        means = {n: row[f"rewards/{n}/mean"] for n in weights}
+        assert means["length"] == -1.0  # 8 tokens generated against a target of 4
+        assert row["reward"] == pytest.approx(sum(weights[n] * m for n, m in means.items()), abs=1e-5), step
+    first, last = load_file(out / "checkpoint-1" / ADAPTER), load_file(out / "checkpoint-2" / ADAPTER)
+    assert any(not first[k].equal(last[k]) for k in first), "no adapter weight changed"
+
+
+def test_missing_reward_column_and_failing_user_reward_are_one_line(tiny_model_dir, prompts_file, tmp_path,
+                                                                    run_cli):
+    code, _, err = run_cli(*grpo_args(tiny_model_dir, prompts_file, tmp_path / "a", 1, "--reward", "numeric",
+                                      "--answer-column", "solution"))
+    assert code == 2 and "reads column 'solution', which the data does not have" in err, err
+    broken = tmp_path / "broken.py"
+    broken.write_text("def reward(prompts, completions, answer, **columns):\n"
+                      "    return [1 / (int(a) - 6) for a in answer]\n")  # the second row (answer 6) divides by zero
+    data = write_jsonl(tmp_path / "p.jsonl", prompt_rows(8)[2:4])
+    code, _, err = run_cli(*grpo_args(tiny_model_dir, data, tmp_path / "b", 2, "--reward", str(broken)))
+    assert code == 2 and f"reward file {broken}: reward() failed on training row 2: ZeroDivisionError" in err, err
+    assert "Traceback" not in err
+
+
+def test_budget_cap_stops_a_grpo_run_resumably(tiny_model_dir, prompts_file, lengths_reward, tmp_path, run_cli):
+    from cheaptune.runs.registry import Registry
+
+    out = tmp_path / "out"
+    code, _, err = run_cli(*grpo_args(tiny_model_dir, prompts_file, out, 50, "--reward", str(lengths_reward),
+                                      "--price-per-hour", "36000", "--budget", "2"))
+    assert code == 10, err
+    run = Registry().list_runs()[0]
+    assert run["status"] == "budget-stopped" and any(p.name.startswith("checkpoint-") for p in out.iterdir())
+    assert 0 < run["steps"] < 50
