@@ -88,6 +88,9 @@ def plan_command(
         model, seq_len, lora_r = str(foreign.request.model), foreign.request.seq_len, foreign.request.lora_r
         epochs, effective_batch, method = foreign.epochs, foreign.effective_batch, method or foreign.request.method
         dataset = dataset or (Path(foreign.dataset) if foreign.dataset else None)
+        missing = foreign.missing_dataset_error(config)
+        if dataset is None and tokens is None and examples is None and missing is not None:
+            raise missing
     elif trainer is not None:
         raise BadInput("--trainer needs --config (a plan without one sizes what `cheaptune train` runs)")
     else:

@@ -15,7 +15,7 @@ from typing import Any
 from cheaptune.errors import BadInput
 from cheaptune.plan.candidates import FitFn, FitOutcome
 from cheaptune.plan.foreign_config import OPTIM, ForeignConfig, axolotl_keys, detect, request_for
-from cheaptune.util.yamlfile import read_mapping
+from cheaptune.util.yamlfile import beside_config, looks_local, read_mapping
 
 # Defaults when a config leaves a time key unset, per trainer: axolotl src/axolotl/utils/schemas/config.py
 # (num_epochs 1.0, gradient_accumulation_steps 1); LLaMA-Factory: transformers TrainingArguments
@@ -39,6 +39,14 @@ class ConfigRun:
     # runs from this config, less the method (the plan's) and the precision unless the config fixes it.
     settings: dict[str, Any] | None = None
     said: tuple[str, ...] = ()  # how the config was read for cheaptune's trainer, one line each
+    dataset_missing: str | None = None  # a dataset file the config names that is in neither folder
+
+    def missing_dataset_error(self, config: str | Path) -> BadInput | None:
+        """Why the plan has no data when the config names a file that is not there (None when it does not)."""
+        if self.dataset_missing is None:
+            return None
+        return BadInput(f"the config's dataset {self.dataset_missing} was not found (looked in {Path(config).parent} "
+                        "and the working folder); fix datasets[0].path, or pass --data FILE or --tokens N")
 
     @property
     def speed_options(self) -> tuple[str, ...]:
@@ -98,7 +106,8 @@ def read_run(path: str | Path, trainer: str | None = None, own: bool = False, **
     settings, said = None, ()
     if own:  # Axolotl's keys are read by `cheaptune train` itself; the others through the estimate's mapping
         settings, said = _train_fields(path, flags)[1:] if fc.trainer == "axolotl" else (_request_fields(req), ())
-    return ConfigRun(fc, req, epochs, batch, steps, _local_dataset(first, path), settings, tuple(said))
+    return ConfigRun(fc, req, epochs, batch, steps, _local_dataset(first, path), settings, tuple(said),
+                     _missing(first, path))
 
 
 def _kind(raw: dict, trainer: str | None) -> str:
@@ -166,7 +175,8 @@ def _own_run(path, flags: dict[str, Any]) -> ConfigRun:
     steps = cfg.max_steps if cfg.max_steps > 0 and flags.get("epochs") is None else None
     batch = flags.get("effective_batch") or cfg.micro_batch_size * cfg.gradient_accumulation_steps
     first = cfg.datasets[0].path if cfg.datasets else None
-    return ConfigRun(None, req, cfg.num_epochs, batch, steps, _local_dataset(first, path), fields, tuple(said))
+    return ConfigRun(None, req, cfg.num_epochs, batch, steps, _local_dataset(first, path), fields, tuple(said),
+                     _missing(first, path))
 
 
 def own_settings(fields: dict[str, Any], method: str, gpu_precision: str, **planned: Any):
@@ -179,13 +189,18 @@ def own_settings(fields: dict[str, Any], method: str, gpu_precision: str, **plan
 
 
 def _local_dataset(first: str | None, path) -> str | None:
-    """The first dataset as `cheaptune train` opens it (from the working folder), else beside the config;
-    None for a hub dataset (then --data or --tokens)."""
+    """The first dataset as every command reads a config's paths (beside the config, else from the working
+    folder: util.yamlfile.beside_config); None for a hub dataset or a missing file (then --data or --tokens)."""
     if not first:
         return None
-    for local in (Path(str(first)), Path(path).parent / str(first)):
-        if local.is_file():
-            return str(local.resolve())
+    local = Path(beside_config(str(first), path))
+    return str(local.resolve()) if local.is_file() else None
+
+
+def _missing(first: str | None, path) -> str | None:
+    """The config's first dataset when it names a local file that is in neither folder."""
+    if first and looks_local(str(first)) and _local_dataset(first, path) is None:
+        return str(first)
     return None
 
 

@@ -14,7 +14,7 @@ from cheaptune.errors import BadInput
 from cheaptune.estimate.policy import DEFAULT_QUANT, INT8_REFUSAL, LORA_DROPOUT, QUANTS, VIRTUAL_TOKENS
 from cheaptune.train.grpo_options import GrpoFields
 from cheaptune.util.names import did_you_mean
-from cheaptune.util.yamlfile import read_mapping
+from cheaptune.util.yamlfile import read_mapping, with_config_paths
 
 METHODS = ("full", "lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning")
 Method = Literal["full", "lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning"]
@@ -252,7 +252,8 @@ def _flag_origins(overrides: dict[str, Any] | None) -> dict[str, str]:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    return read_mapping(path, "config file", "pass the path of a YAML training config")
+    """The config file as a mapping, its relative dataset paths read from the config's folder."""
+    return with_config_paths(read_mapping(path, "config file", "pass the path of a YAML training config"), path)
 
 
 def build(path: str | Path | None, plan_path: str | Path | None = None,

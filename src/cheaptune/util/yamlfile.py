@@ -26,3 +26,32 @@ def read_mapping(path: str | Path, what: str, fix: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise BadInput(f"{what} {p} must be a YAML mapping of keys to values; {fix}")
     return raw
+
+
+DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet", ".txt")
+
+
+def beside_config(value: str, config: str | Path) -> str:
+    """A relative path a config names, read from the config file's folder (where its author wrote it) when
+    it is there; otherwise as written (a path from the working folder, or a hub dataset id)."""
+    p = Path(str(value)).expanduser()
+    if p.is_absolute():
+        return str(p)
+    there = Path(config).parent / p
+    return str(there) if there.exists() else str(value)
+
+
+def with_config_paths(raw: dict[str, Any], config: str | Path) -> dict[str, Any]:
+    """`raw` with each `datasets[].path` read from the config's folder (beside_config): every command that
+    reads a config (train, doctor, plan --config, launch --config) finds the same files from any folder."""
+    entries = raw.get("datasets")
+    if not isinstance(entries, list):
+        return raw
+    fixed = [{**e, "path": beside_config(e["path"], config)} if isinstance(e, dict) and isinstance(e.get("path"), str)
+             and e["path"] else e for e in entries]
+    return {**raw, "datasets": fixed}
+
+
+def looks_local(value: str) -> bool:
+    """A dataset a config names as a file (a data suffix, or ./ ../ / ~), not a hub id."""
+    return str(value).lower().endswith(DATA_SUFFIXES) or str(value).startswith((".", "/", "~"))
