@@ -19,6 +19,9 @@ VARIANTS = [
     dict(method="qlora", grad_ckpt=True),
     dict(method="dora", lora_targets="attention"),
     dict(method="full", optimizer="sgd"),
+    dict(method="lora", objective="dpo"),  # trl's preference steps: policy and reference passes, paired batch
+    dict(method="full", objective="dpo"),
+    dict(method="lora", objective="orpo"),
 ]
 
 

@@ -49,3 +49,17 @@ def test_bad_pins_and_trainer_versions_are_one_line():
         parse_pins("numpy==1.0")
     with pytest.raises(BadInput, match="not a version"):
         split_trainer("litgpt==latest")
+
+
+def test_foreach_adamw_holds_a_temporary_the_size_of_the_trainable_weights(tiny_cfg):
+    """HF Trainer's default before torch 2.8 (adamw_torch) runs torch's multi-tensor AdamW on CUDA, whose step
+    holds sqrt(exp_avg_sq) for every weight at once; the fused default since holds none of that."""
+    from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+
+    assert resolve("hf", "torch==2.4.1", "full").flags["foreach_adamw"] is True
+    assert resolve("hf", None, "full").flags["foreach_adamw"] is False  # installed torch 2.13: fused
+    kw = dict(model=tiny_cfg.to_dict(), method="full", trainer="hf", micro_batch=1, seq_len=16, precision="bf16-true")
+    old = estimate_memory(EstimateRequest(**kw, versions="torch==2.4.1"))
+    new = estimate_memory(EstimateRequest(**kw))
+    grow = old.phase_peaks["optimizer"] - new.phase_peaks["optimizer"]
+    assert grow >= 0.9 * new.breakdown["trainable_weights"]

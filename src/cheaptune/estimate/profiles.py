@@ -50,6 +50,7 @@ class Profile:
     all_linears_4bit: bool = False
     offload_ckpt: bool = False
     untied_head: bool = False
+    foreach_adamw: bool = False
     quant_state_fp16: bool = False
     not_simulated: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)

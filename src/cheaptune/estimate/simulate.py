@@ -87,11 +87,14 @@ def trainer_optimizer(optim: str) -> tuple[type, dict]:
     return Trainer.get_optimizer_cls_and_kwargs(args, None)
 
 
-def make_optimizer(name: str, params):
-    """The optimizer the trainer creates; bitsandbytes' 8-bit ones by a stand-in with their state layout."""
+def make_optimizer(name: str, params, foreach: bool = False):
+    """The optimizer the trainer creates; bitsandbytes' 8-bit ones by a stand-in with their state layout.
+    `foreach`: torch's AdamW as built without fused=True, whose CUDA default is the multi-tensor step."""
     if name in ("adamw-8bit", "paged-adamw-8bit"):
         return Adam8bitStandIn(params)
     cls, kwargs = trainer_optimizer(hf_optim(name))
+    if foreach and kwargs.get("fused"):
+        kwargs = {**kwargs, "fused": False, "foreach": True}
     return cls(params, **kwargs)
 
 
@@ -251,7 +254,9 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> Sim
     # trl's fused head uses the head's weight, not the module: everything after the backbone is the loss
     base.base_model.register_forward_hook(lambda *_: setattr(tracker, "forward_category", "logits_loss"))
     _install_bucket_hooks(model, tracker, cfg)
-    opt = make_optimizer(req.optimizer, params)
+    from cheaptune.estimate.profiles import get_profile
+
+    opt = make_optimizer(req.optimizer, params, get_profile(req.trainer).foreach_adamw or mechanism(req, "foreach_adamw"))
     vocab = cfg.vocab_size
     autocast = (torch.autocast("cpu", dtype=policy.autocast_dtype) if policy.autocast
                 else contextlib.nullcontext())
