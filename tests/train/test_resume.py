@@ -79,6 +79,17 @@ def test_sigkill_at_random_steps_resumes_bit_identical(tiny_model_dir, chat_file
     assert _wait(proc) == 0, log.read_text()[-2000:]
     assert log.read_text().count("resuming from") == 2
     _assert_same_as_reference(out, reference)
+    _assert_readable_output(log.read_text())
+
+
+def _assert_readable_output(text: str) -> None:
+    """What a user reads: no transformers FutureWarnings, the last step once, a rounded loss and the run id."""
+    assert "FutureWarning" not in text
+    assert text.count(f"step {STEPS}/{STEPS} ") == 1
+    (done,) = [ln for ln in text.splitlines() if ln.startswith("done:")]
+    loss = done.split("final loss ")[1].split()[0]
+    assert len(loss.replace(".", "").lstrip("0")) <= 4 and float(loss) > 0, done
+    assert "(run " in done and "cheaptune report " in done
 
 
 def test_kill_during_checkpoint_write_keeps_previous_usable(tiny_model_dir, chat_file, reference, tmp_path, capsys):
