@@ -172,7 +172,14 @@ def register(app: typer.Typer) -> None:
         optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adamw-8bit, paged-adamw-8bit, sgd, adafactor."),
         attn: str = typer.Option("sdpa", "--attn", help="sdpa, flash, eager."),
         objective: str = typer.Option("sft", "--objective", help="sft, dpo, orpo: trl's training step for it "
-                                      "(--micro-batch counts preference pairs)."),
+                                      "(--micro-batch counts preference pairs); grpo: an RL step (needs --gpu; "
+                                      "--micro-batch counts completions)."),
+        generations: int = typer.Option(8, "--generations", callback=bounded(2, 4096), help="grpo: completions per prompt."),
+        completion_len: int = typer.Option(256, "--completion-len", callback=bounded(1, 10**6), help="grpo: max_completion_length."),
+        prompt_len: int = typer.Option(256, "--prompt-len", callback=bounded(1, 10**6), help="grpo: tokens per prompt."),
+        beta: float = typer.Option(0.0, "--beta", callback=bounded(0, 100), help="grpo: KL weight (> 0 adds a reference model)."),
+        generation_backend: str = typer.Option("vllm", "--generation-backend", help="grpo: vllm (colocated), vllm-server, transformers."),
+        vllm_memory: float = typer.Option(None, "--vllm-gpu-memory-utilization", callback=bounded(0, 1, above=True), help="grpo: vLLM's share of a GPU (trl: 0.3 colocated, 0.9 server)."),
         precompute_ref: bool = typer.Option(False, "--precompute-ref", help="dpo: reference log-probs computed "
                                             "before training (no reference copy for full fine-tuning)."),
         loss: str = typer.Option(None, "--loss", help="Override the trainer's loss: trl (chunked LM head), hf (full fp32 logits), chunked."),
@@ -212,13 +219,21 @@ def register(app: typer.Typer) -> None:
         from cheaptune.estimate.memory import estimate_memory
 
         board = resolve_gpu(gpu) if gpu is not None else None  # an unknown GPU fails before the simulation
+        grpo = objective.lower() == "grpo"  # an RL step: cli/grpo.py (--micro-batch counts completions)
+        if grpo:
+            micro_batch, seq_len = micro_batch or generations, prompt_len + completion_len
         req, foreign = request_from_options(
             config=config, trainer=trainer, versions=versions, peft_config=peft_config, peft_autocast=peft_autocast,
             model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision, quant=quant,
             loss=loss, lora_targets=lora_targets, lora_dropout=lora_dropout, lora_r=lora_r, lora_alpha=lora_alpha,
             grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpu_count * nodes, sharding=sharding,
-            offload=offload, allow_long_context=allow_long_context, full_sim=full_sim, objective=objective,
-            precompute_ref=precompute_ref)
+            offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
+            objective="sft" if grpo else objective, precompute_ref=precompute_ref)
+        if grpo:
+            from cheaptune.cli.grpo import RlFlags, estimate_grpo
+
+            flags = RlFlags(generations, completion_len, prompt_len, beta, generation_backend, vllm_memory)
+            return estimate_grpo(req, board, flags, grad_accum, headroom, as_json)
         from cheaptune.cli.output import progress_wanted, status
 
         with status(progress_wanted(progress, as_json), f"simulating two training steps of {model or config} ({req.method}; "

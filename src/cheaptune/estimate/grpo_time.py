@@ -70,7 +70,10 @@ def generation_seconds(setup: GrpoSetup, shape: tp.ModelShape, cfg: dict, gpu: A
     weights = generator_weight_bytes(shape.params, setup.request.method, stack)
     if weights < 2 * shape.params:  # 4-bit: dequantised to 16 bits per matmul, as the training step does
         weights = shape.matmul_params * float(table["dequant"]["bytes_per_param"]["value"])
-    compute = batch * per_token / _rate(gpu, precision, batch, shape.hidden, table, stack)
+    # the compute bound of a decode step at its saturated matmul rate: the memory bound governs small batches, so
+    # the training model's small-token efficiency (kernel launches it counts) must not count twice
+    e_max = float(tp.stack_constants(table, stack)["efficiency"]["e_max"]["value"])
+    compute = batch * per_token / (tp.sustained_rate(gpu, precision, table) * e_max)
     kv_read = batch * (prompt + gen / 2) * kv_bytes_per_token(cfg) / bw
     token_step = max(weights / bw, compute) + kv_read + shape.layers * float(c["per_layer_token_s"])
     decode = gen * token_step

@@ -44,12 +44,28 @@ def beside_config(value: str, config: str | Path) -> str:
 def with_config_paths(raw: dict[str, Any], config: str | Path) -> dict[str, Any]:
     """`raw` with each `datasets[].path` read from the config's folder (beside_config): every command that
     reads a config (train, doctor, plan --config, launch --config) finds the same files from any folder."""
+    raw = _reward_paths(raw, config)
     entries = raw.get("datasets")
     if not isinstance(entries, list):
         return raw
     fixed = [{**e, "path": beside_config(e["path"], config)} if isinstance(e, dict) and isinstance(e.get("path"), str)
              and e["path"] else e for e in entries]
     return {**raw, "datasets": fixed}
+
+
+def _reward_paths(raw: dict[str, Any], config: str | Path) -> dict[str, Any]:
+    """GRPO's reward files (`reward: x.py`, or list items naming one) read from the config's folder too."""
+    def fix(item: Any) -> Any:
+        if isinstance(item, str) and item.endswith(".py"):
+            return beside_config(item, config)
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            return {**item, "name": fix(item["name"])}
+        return item
+
+    reward = raw.get("reward")
+    if reward is None:
+        return raw
+    return {**raw, "reward": [fix(x) for x in reward] if isinstance(reward, list) else fix(reward)}
 
 
 def looks_local(value: str) -> bool:
