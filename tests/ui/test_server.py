@@ -151,3 +151,14 @@ def test_token_is_checked_on_every_request(registry, plans):
     first = c.get("/runs", params={"token": "s3cret-token"})
     assert first.status_code == 200
     assert c.get("/api/runs").status_code == 200  # the cookie the first visit set
+
+
+def test_run_page_events_read_as_sentences(client, registry):
+    run = Registry(registry).start_run(name="preempted-run", model="m")
+    run.event("preempted", {"reason": "SIGTERM", "step": 5, "save_s": 0.5})
+    run.event("starvation", {"message": "training waits for data 30% of the time", "step": 6})
+    run.finish("preempted")
+    page = client.get(f"/runs/{run.id}")
+    assert "preempted at step 5 (SIGTERM); checkpoint saved in 0.50 s" in page.text
+    assert "&#34;reason&#34;" not in page.text and '"reason"' not in page.text  # no raw JSON
+    assert "training waits for data 30% of the time" in page.text

@@ -3,7 +3,6 @@ the records `ui.store` reads, shared by the HTML pages and the JSON the pages po
 
 from __future__ import annotations
 
-import json
 import shlex
 import time
 from pathlib import Path
@@ -90,7 +89,7 @@ def run_page(run: dict) -> dict[str, Any]:
                   ("predicted", money(run.get("cost_predicted_usd"))),
                   ("projected", money(run.get("cost_projected_usd")))],
         "probe": probe_rows(run, events),
-        "events": [{"when": when(e["at"]), "kind": e["kind"], "text": _event_text(e["detail"])}
+        "events": [{"when": when(e["at"]), "kind": e["kind"], "text": _event_text(e)}
                    for e in events if e["kind"] not in QUIET_EVENTS],
         "evals": [_eval(e) for e in events if e["kind"] == "eval" and isinstance(e["detail"], dict)],
         "commands": commands(run),
@@ -127,10 +126,12 @@ def commands(run: dict) -> list[tuple[str, str]]:
     return out
 
 
-def _event_text(detail: Any) -> str:
-    if isinstance(detail, dict) and isinstance(detail.get("message"), str):
-        return detail["message"]
-    return "" if detail is None else json.dumps(detail, default=str, sort_keys=True)[:500]
+def _event_text(event: dict) -> str:
+    """The event in words, as `report` prints it (runs.events), less the kind its own column shows."""
+    from cheaptune.runs.events import event_line
+
+    text = event_line(event)
+    return text.removeprefix(f"{event['kind']}: ") if text != event["kind"] else ""
 
 
 def _eval(event: dict) -> dict[str, Any]:
