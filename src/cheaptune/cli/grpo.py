@@ -137,7 +137,9 @@ def plan_grpo_command(model: str, data: Path | None, prompts: int | None, steps:
                         num_generations=flags.generations, prompt_len=flags.prompt_len,
                         max_completion_length=flags.completion_len, beta=flags.beta, lora_r=lora_r or 16)
     gpus, offers = sources.load_catalog(prices.lower())
-    only = tuple(resolve_gpu(g).name for g in gpu or ())
+    from cheaptune.cli.vocab import names_given
+
+    only = tuple(resolve_gpu(g).name for g in names_given("--gpu", gpu))
     options, why = grpo.plan_grpo(job, gpus, offers, max_gpus, headroom, only)
     warn = grpo.warnings(job, options, budget)
     hosted = grpo.hosted_rl(spec.params, job)

@@ -43,7 +43,13 @@ def plan_command(
                                  "only when a method fits no single GPU, misses --deadline or --budget on one, or with --optimize time."),
     headroom: float = typer.Option(0.10, "--headroom", callback=bounded(0, 0.9), help="Fraction of GPU memory kept free."),
     optimize: str = typer.Option("cost", "--optimize", help="Rank by cost (total $) or time (hours)."),
-    objective: str = typer.Option("sft", "--objective", help="sft (default) | dpo | orpo (preference pairs in the data)."),
+    objective: str = typer.Option("sft", "--objective", help="sft (default) | dpo | orpo (preference pairs in the data) | grpo (RL: prompts in the data)."),
+    prompts: int | None = typer.Option(None, "--prompts", callback=bounded(1, 10**12), help="grpo: prompts in the data (instead of a prompt file)."),
+    steps: int | None = typer.Option(None, "--steps", callback=bounded(1, 10**9), help="grpo: optimizer steps (default: --epochs over the prompts)."),
+    generations: int = typer.Option(8, "--generations", callback=bounded(2, 4096), help="grpo: completions per prompt."),
+    completion_len: int = typer.Option(256, "--completion-len", callback=bounded(1, 10**6), help="grpo: max_completion_length."),
+    prompt_len: int = typer.Option(256, "--prompt-len", callback=bounded(1, 10**6), help="grpo: tokens per prompt."),
+    beta: float = typer.Option(0.0, "--beta", callback=bounded(0, 100), help="grpo: KL weight (> 0 adds a reference model)."),
     skip_bad_rows: bool = typer.Option(False, "--skip-bad-rows", help="Count the dataset without its bad rows "
                                        "(as `train --skip-bad-rows` trains it)."),
     top: int = typer.Option(8, "--top", callback=bounded(1, 10**4), help="Options to show."),
@@ -79,6 +85,12 @@ def plan_command(
         if dataset is not None:
             raise BadInput("give the dataset once: `--data PATH` or the positional DATA, not both")
         dataset = data
+    if objective.lower() == "grpo":  # an RL run: cli/grpo.py (--effective-batch counts completions)
+        from cheaptune.cli.grpo import RlFlags, plan_grpo_command
+
+        return plan_grpo_command(_one_model(model_arg, model_opt), dataset, prompts, steps, epochs, effective_batch,
+                                 method, lora_r, RlFlags(generations, completion_len, prompt_len, beta), budget, gpu,
+                                 max_gpus, headroom, top, prices, as_json)
     foreign = None
     if config is not None:
         from cheaptune.plan.config_run import read_run
