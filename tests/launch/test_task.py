@@ -312,7 +312,7 @@ def test_region_patterns_match_every_region_of_skypilots_catalogs(shared_data):
     from cheaptune.launch.names import _table
     from cheaptune.launch.regions import catalog_regions
 
-    patterns = _table()["regions"]
+    patterns = _table()["regions"]  # the whole table: every cloud that has a pattern
     seen = set()
     for version in sorted((shared_data / "skypilot-catalog" / "catalogs").iterdir()):
         for cloud, pattern in patterns.items():

@@ -52,3 +52,13 @@ def sky_gpu(gpu: str, cloud: str) -> str:
 
 def all_clouds() -> set[str]:
     return set(_table()["clouds"].values())
+
+
+def region_pattern(cloud: str) -> str | None:
+    """How SkyPilot's catalog spells the cloud's regions (a regex), for when its catalog is not on disk."""
+    return _table().get("regions", {}).get(cloud)
+
+
+def is_marketplace(cloud: str) -> bool:
+    """A cloud whose regions are hosts' listed locations, which come and go."""
+    return cloud in _table().get("marketplaces", [])

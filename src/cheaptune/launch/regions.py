@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cheaptune.errors import BadInput
-from cheaptune.launch.names import _table
+from cheaptune.launch.names import is_marketplace, region_pattern
 from cheaptune.util.names import did_you_mean
 
 ANY = ("", "any", "*")
@@ -79,7 +79,7 @@ def sky_region(provider: str, cloud: str, region: str, root: Path | None) -> Reg
     region = region.strip()
     if region.lower() in ANY:
         return Region(None)
-    marketplace = cloud in _table().get("marketplaces", [])
+    marketplace = is_marketplace(cloud)
     listed = catalog_regions(cloud, root)
     if listed is not None:
         hit = _match(region, listed)
@@ -89,13 +89,13 @@ def sky_region(provider: str, cloud: str, region: str, root: Path | None) -> Reg
             return Region(None, f"{cloud} location {region!r} is not listed in SkyPilot's catalog now: any location")
         raise BadInput(f"region {region!r} is not in SkyPilot's {cloud} catalog{did_you_mean(region, listed)}; "
                        "pass --region with one it lists, or --region any")
-    pattern = _table().get("regions", {}).get(cloud)
+    pattern = region_pattern(cloud)
     if pattern is None or re.match(pattern, region):
         return Region(region)
     if marketplace and region in _priced_regions(provider):
         return Region(None, f"{cloud} location {region!r} is not spelled as SkyPilot's catalog spells it "
                             "(and its catalog is not on this machine): any location")
     known = sorted(_priced_regions(provider))
-    raise BadInput(f"region {region!r} is not a {cloud} region{did_you_mean(region, known)} (SkyPilot spells "
-                   f"them like {pattern!r}); pass --region with one `cheaptune prices --provider {provider}` "
+    raise BadInput(f"region {region!r} is not a region of {cloud}{did_you_mean(region, known)} (SkyPilot spells "
+                   f"them as {pattern!r}); pass --region with one `cheaptune prices --provider {provider}` "
                    "lists, or --region any")

@@ -95,7 +95,7 @@ def resource_entry(offer: Offer, catalog: Path | None = None) -> tuple[dict, str
 def resource_entries(offers: list[Offer], catalog: Path | None) -> tuple[list[dict], list[str]]:
     """The task's `any_of`: every chosen offer, then, for a marketplace location, the same GPU anywhere on
     that marketplace (a host's listing may be gone by launch; the price cap still holds)."""
-    from cheaptune.launch.names import _table
+    from cheaptune.launch.names import is_marketplace
 
     entries, notes = [], []
     for o in offers:
@@ -105,7 +105,7 @@ def resource_entries(offers: list[Offer], catalog: Path | None) -> tuple[list[di
     for entry in list(entries):
         cloud = entry["infra"].split("/")[0]
         anywhere = {**entry, "infra": cloud}
-        if cloud in _table().get("marketplaces", []) and anywhere not in entries:
+        if is_marketplace(cloud) and anywhere not in entries:
             entries.append(anywhere)
             notes.append(f"{entry['infra']} {entry['accelerators']}: also any {cloud} location, if that host is gone")
     return entries, notes
