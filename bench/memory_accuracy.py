@@ -38,8 +38,8 @@ METRIC = {"max_allocated": "peak_allocated_bytes", "torch_peak": "peak_allocated
           "nvml": "device_total_bytes"}
 # framework column -> (--trainer, other CLI options the source states beyond the row's columns)
 TRAINER = {
-    # resource-tables.md header: "Bitsandbytes 0.41.1" and "PyTorch 2.1.0" (lit-gpt@8641822, before litgpt releases)
-    "litgpt": ("litgpt", {"versions": "bitsandbytes==0.41.1,torch==2.1.0"}),
+    # resource-tables.md header: "Bitsandbytes 0.41.1" and "PyTorch 2.1.0"; lit-gpt@8641822 setup.py L12 version="0.1.0"
+    "litgpt": ("litgpt==0.1.0", {"versions": "bitsandbytes==0.41.1,torch==2.1.0"}),
     "litgpt-0.4": ("litgpt", {}),  # the row's versions column names the release (config_hub rows)
     "torchtune": ("torchtune", {}),
     # the README's optimization ladder (torchtune@1814feb17 README.md "Optimization flags") adds chunked cross-entropy

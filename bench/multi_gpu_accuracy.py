@@ -3,8 +3,9 @@
 Usage: .venv/bin/python bench/multi_gpu_accuracy.py [--json]   -> bench/results/multi_gpu_accuracy.json
 Rows: bench/data/vram_multi_gpu.csv (the multi-GPU rows of vram_measured_public.csv; sources:
 docs/sources.md#public-measurements).
-Each row is estimated with its trainer's profile and row-level settings, from the one mapping the single-GPU bench
-uses (memory_accuracy.TRAINER), plus what the row's multi-GPU run did (FSDP_RUN). Each row's single-GPU estimate is
+Each row is estimated through `estimate`'s own options (memory_accuracy.cli_options: its trainer, stated versions and
+settings) plus --gpus, --sharding and --offload, and what the row's multi-GPU run did (FSDP_RUN); how the trainer's
+FSDP holds gradients comes from its profile and versions (sharding.FsdpRun.of). Each row's single-GPU estimate is
 simulated (cached on disk after the first run), then sharded as estimate_memory does it for --gpus N.
 Metric mapping: max_allocated / torch_peak -> peak_allocated; per_gpu_screenshot (nvidia-smi) -> device_total.
 Accuracy is summarised apart for the rows a constant was fitted on (FITTED) and the rest; the headline is the rest.
@@ -16,25 +17,24 @@ import csv
 import json
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
-from memory_accuracy import TRAINER, _targets
+from memory_accuracy import TRAINER, cli_options
 from run_record import stamp
 
+from cheaptune.cli.estimate import request_from_options
 from cheaptune.estimate.memory import EstimateRequest, estimate_memory
 
 ROWS = Path(__file__).with_name("data") / "vram_multi_gpu.csv"
 UNIT = {"GB": 1e9, "GiB": 2**30, "MB": 1e6, "MiB": 2**20}
 RESULTS = Path(__file__).with_name("results") / "multi_gpu_accuracy.json"
-# framework -> request settings of its multi-GPU run, beyond the single-GPU ones in TRAINER
+# framework -> options of its multi-GPU run beyond the single-GPU ones
 FSDP_RUN = {
-    # litgpt@8641822 (the resource tables' commit, Oct 2023) finetune/lora.py L83-89: FSDPStrategy(auto_wrap_policy=
-    # {Block}, activation_checkpointing_policy={Block}, state_dict_type="full", limit_all_gathers=True,
-    # cpu_offload=False); Lightning@71aed751 (its requirements.txt pin) fabric/strategies/fsdp.py L173-175 defaults
-    # use_orig_params=True, so each Block's frozen and LoRA weights share one FlatParameter; lora.py L40-43
-    # batch_size 128 / micro_batch_size -> 128 accumulation steps run under fabric.no_backward_sync (L215), which is
-    # FSDP1's no_sync() (fsdp.py L760-773)
-    "litgpt": {"grad_ckpt": True, "fsdp_mixed_units": True, "fsdp_no_sync": True},
+    # litgpt@8641822 (the resource tables' commit, Oct 2023) finetune/lora.py L83-89: FSDPStrategy(...,
+    # activation_checkpointing_policy={Block}); its flat units and no_sync accumulation come from the litgpt profile
+    # at version 0.1.0 (data/versions.yaml fsdp1_flat_units, profiles.yaml fsdp_no_sync)
+    "litgpt": {"grad_ckpt": True},
 }
 
 # sharded_allocator_extra_fraction (estimate/data/sharding.yaml) was calibrated on these nvidia-smi rows
@@ -42,19 +42,13 @@ FITTED = {"P13", "P14", "P15", "P17"}
 
 
 def request(row: dict) -> EstimateRequest:
-    trainer, settings = TRAINER.get(row["framework"], ("cheaptune", {}))
     sharding = row["sharding"]
-    settings = {"grad_ckpt": row["grad_ckpt"] == "yes", **settings}
-    if sharding.startswith("fsdp"):
-        settings.update(FSDP_RUN.get(row["framework"], {}))
-    return EstimateRequest(
-        model=row["model"], method=row["method"], lora_r=int(row["lora_r"] or 16),
-        lora_targets=_targets(row["lora_targets"]), micro_batch=int(row["micro_batch"]), seq_len=int(row["seq_len"]),
-        precision=row["precision"] or None, quant=row["quant"] or None, optimizer="adamw",
-        attn="sdpa" if row["attn"] == "flash" else row["attn"], gpus=int(row["num_gpus"]),
-        sharding=sharding.replace("-cpu-offload", ""), offload=sharding.endswith("cpu-offload"),
-        trainer=trainer, **settings,
-    )
+    with tempfile.TemporaryDirectory() as tmp:
+        opts = {**cli_options(row, Path(tmp)), "gpus": int(row["num_gpus"]),
+                "sharding": sharding.replace("-cpu-offload", ""), "offload": sharding.endswith("cpu-offload")}
+        if sharding.startswith("fsdp"):
+            opts.update(FSDP_RUN.get(row["framework"], {}))
+        return request_from_options(**opts)[0]
 
 
 def predict(row: dict) -> tuple[float, str]:
@@ -64,7 +58,7 @@ def predict(row: dict) -> tuple[float, str]:
 
 
 def est_trainer(row: dict) -> str:
-    return TRAINER.get(row["framework"], ("cheaptune", {}))[0]
+    return TRAINER.get(row["framework"], ("cheaptune", {}))[0].split("==")[0]
 
 
 def summary(rows: list[dict]) -> dict:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cheaptune.errors import BadInput
-from cheaptune.estimate.memory import EstimateRequest, MemoryEstimate, normalize
+from cheaptune.estimate.memory import EstimateRequest, MemoryEstimate
 from cheaptune.estimate.sharding import FsdpRun, shard_estimate
 
 GIB = 2**30
@@ -65,7 +64,10 @@ def test_fsdp_run_is_ignored_by_other_shardings():
             shard_estimate(lora_bf16(), 2, s, model_config=CFG).breakdown["gradients"]
 
 
-def test_fsdp_gradient_settings_need_fsdp(tiny_cfg):
-    req = EstimateRequest(model=tiny_cfg.to_dict(), method="lora", gpus=2, sharding="ddp", fsdp_no_sync=True)
-    with pytest.raises(BadInput, match="--sharding fsdp"):
-        normalize(req, req.model)
+def test_fsdp_run_comes_from_the_trainer_and_its_version(tiny_cfg):
+    """litgpt before 0.5.11 ran FSDP1 with mixed flat units; every litgpt accumulates under no_backward_sync;
+    cheaptune's own run is neither (no request field of its own)."""
+    base = dict(model=tiny_cfg.to_dict(), method="lora", gpus=2, sharding="fsdp")
+    assert FsdpRun.of(EstimateRequest(**base, trainer="litgpt==0.4.9")) == FsdpRun(mixed_units=True, no_sync=True)
+    assert FsdpRun.of(EstimateRequest(**base, trainer="litgpt")) == FsdpRun(mixed_units=False, no_sync=True)
+    assert FsdpRun.of(EstimateRequest(**base)) == FsdpRun()

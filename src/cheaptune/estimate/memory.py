@@ -57,8 +57,6 @@ class EstimateRequest:
     gpus: int = 1
     sharding: str | None = None  # ddp (default with gpus > 1) | fsdp | zero2 | zero3
     offload: bool = False  # fsdp/zero: sharded model state in host RAM
-    fsdp_mixed_units: bool = False  # FSDP1 flat params mixing frozen + trainable weights per block (sharding.FsdpRun)
-    fsdp_no_sync: bool = False  # FSDP1 gradient accumulation under no_sync(): unsharded gradients held (FsdpRun)
     allow_long_context: bool = False
     full_sim: bool = False  # simulate every block instead of extrapolating from 1-2 periods
     trainer: str = "cheaptune"  # whose step is simulated: estimate/data/profiles.yaml
@@ -155,8 +153,6 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
     sharding = check_sharding(req.gpus, req.sharding, req.offload) if req.gpus != 1 or req.sharding else None
     if req.offload and sharding is None:
         raise BadInput("--offload needs --sharding fsdp, zero2 or zero3")
-    if (req.fsdp_mixed_units or req.fsdp_no_sync) and sharding != "fsdp":
-        raise BadInput("fsdp_mixed_units / fsdp_no_sync describe an FSDP run: pass --sharding fsdp with --gpus > 1")
     if req.micro_batch < 1 or req.seq_len < 1:
         raise BadInput(f"--micro-batch and --seq-len must be >= 1 (got {req.micro_batch}, {req.seq_len})")
     if req.method in PEFT_METHODS and (req.lora_r < 1 or req.lora_alpha <= 0):
@@ -188,7 +184,7 @@ def _inputs(req: EstimateRequest, label: str) -> dict:
     d["model"] = label
     if d["objective"] == "sft":  # SFT inputs (and so their cache keys) as before preference tuning existed
         del d["objective"], d["precompute_ref"]
-    for opt in ("peft_config", "fsdp_mixed_units", "fsdp_no_sync", "versions"):  # named only where set,
+    for opt in ("peft_config", "versions"):  # named only where set,
         if not d[opt]:  # so other keys stay as they were
             del d[opt]
     for opt in ("autocast_adapter_dtype",):
@@ -211,8 +207,7 @@ def estimate_memory(req: EstimateRequest) -> MemoryEstimate:
 def _point_estimate(req: EstimateRequest, cfg: dict, label: str) -> MemoryEstimate:
     """The simulated estimate (no range), for one GPU or sharded over several."""
     if req.gpus > 1:
-        single = _point_estimate(dataclasses.replace(req, gpus=1, sharding=None, offload=False,
-                                                     fsdp_mixed_units=False, fsdp_no_sync=False), cfg, label)
+        single = _point_estimate(dataclasses.replace(req, gpus=1, sharding=None, offload=False), cfg, label)
         return shard_estimate(single, req.gpus, req.sharding, req.offload, model_config=cfg,
                               fsdp_run=FsdpRun.of(req))
     inputs = _inputs(req, label)

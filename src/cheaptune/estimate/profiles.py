@@ -51,6 +51,7 @@ class Profile:
     offload_ckpt: bool = False
     untied_head: bool = False
     foreach_adamw: bool = False
+    fsdp_no_sync: bool = False
     quant_state_fp16: bool = False
     not_simulated: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
@@ -100,9 +101,13 @@ def get_profile(name: str | None) -> Profile:
 
 def mechanism(req, name: str) -> bool:
     """Does the request's run have version-dependent mechanism `name` (data/versions.yaml) at its versions?"""
-    from cheaptune.estimate.versions import resolve
+    from cheaptune.estimate.versions import join_pins, parse_pins, resolve, split_trainer
 
-    return resolve(get_profile(req.trainer).name, getattr(req, "versions", None), req.method).flags.get(name, False)
+    prof, (_, own) = get_profile(req.trainer), split_trainer(req.trainer)
+    pins = getattr(req, "versions", None)
+    if own and prof.package:  # a request not normalized yet: litgpt==0.4.9
+        pins = join_pins({**parse_pins(pins), prof.package: own})
+    return resolve(prof.name, pins, req.method).flags.get(name, False)
 
 
 def kbit_prep(req) -> bool:

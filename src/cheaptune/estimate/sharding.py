@@ -103,8 +103,11 @@ class FsdpRun:
 
     @classmethod
     def of(cls, req) -> FsdpRun:
-        """The run a request describes (EstimateRequest.fsdp_mixed_units / fsdp_no_sync)."""
-        return cls(getattr(req, "fsdp_mixed_units", False), getattr(req, "fsdp_no_sync", False))
+        """The run a request's trainer makes at its versions: the fsdp1_flat_units mechanism (data/versions.yaml)
+        and the profile's fsdp_no_sync (data/profiles.yaml)."""
+        from cheaptune.estimate.profiles import get_profile, mechanism
+
+        return cls(mechanism(req, "fsdp1_flat_units"), get_profile(req.trainer).fsdp_no_sync)
 
 
 def _fsdp_grads(single, cfg: dict, gpus: int, run: FsdpRun) -> tuple[int, int, int]:

@@ -100,8 +100,8 @@ def library_versions(profile, pins: dict[str, str]) -> dict[str, str]:
         if profile.release:
             out[profile.package] = f"=={profile.release}"
     else:
-        out.update(next((r["libraries"] for r in profile.releases
-                         if Version(own) in SpecifierSet(r["versions"])), {}))
+        out.update(next((r["libraries"] for r in profile.releases  # a dev build counts as its release
+                         if SpecifierSet(r["versions"]).contains(Version(own), prereleases=True)), {}))
     out.update({lib: f"=={v}" for lib, v in pins.items()})
     return out
 
