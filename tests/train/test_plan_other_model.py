@@ -32,7 +32,7 @@ def test_a_cpu_run_of_an_h100_plan_is_not_billed_at_the_h100_price(h100_plan, tm
     on_cpu, note = bill_where_it_runs(cfg, None)
     assert on_cpu.price_per_hour is None and on_cpu.predicted_cost_usd is None
     assert "H100 at $2.49/h" in note and "on the CPU" in note and "--price-per-hour" in note
-    assert "no budget cap" in note  # the plan's $5 budget cannot stop an unmetered run: said
+    assert on_cpu.budget_usd is None and "the plan's $5.00 budget does not apply" in note  # sized at the H100's price
     assert bill_where_it_runs(cfg, "H100") == (cfg, None)  # on the plan's GPU: the plan's price
     other, note = bill_where_it_runs(cfg, "A10G")
     assert other.price_per_hour is None and "on A10G" in note
@@ -41,6 +41,9 @@ def test_a_cpu_run_of_an_h100_plan_is_not_billed_at_the_h100_price(h100_plan, tm
 def test_a_price_of_the_users_own_is_kept_off_the_plans_gpu(h100_plan, tmp_path):
     cfg = build(None, h100_plan, {"output_dir": str(tmp_path / "o"), "price_per_hour": 0.3})
     assert bill_where_it_runs(cfg, None) == (cfg, None)
+    own_budget = build(None, h100_plan, {"output_dir": str(tmp_path / "o"), "budget_usd": 2.0})
+    kept, _ = bill_where_it_runs(own_budget, None)
+    assert kept.price_per_hour is None and kept.budget_usd == 2.0  # then refused: a budget needs a price
 
 
 def test_another_model_than_the_plans_is_warned(h100_plan, tmp_path, capsys, tiny_model_dir):

@@ -166,6 +166,7 @@ class TrainConfig(GrpoFields, BaseModel):
     # lines on how the plan was adapted to this machine (a GPU count other than the plan's: config.build)
     _plan_notes: list[str] = PrivateAttr(default_factory=list)
     _plan_priced: bool = PrivateAttr(default=False)  # price_per_hour is the plan's (train.billing drops it elsewhere)
+    _plan_budgeted: bool = PrivateAttr(default=False)  # budget_usd is the plan's, sized for its GPU's price
     _planned_speedups: tuple[str, ...] = PrivateAttr(default=())  # speed options the plan alone turned on
     _billed: dict | None = PrivateAttr(default=None)  # billed above the plan's rate (runs.billed.against_plan)
     # Axolotl keys read but not used: (ignored: change nothing; named: cheaptune trains them its own way)
@@ -286,6 +287,7 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
     cfg._plan_override_origins = {k: "command line" if k in cli else f"config file {path}" for k in changed}
     cfg._plan_notes = notes
     cfg._plan_priced = plan_path is not None and "price_per_hour" not in raw_user and "price_per_hour" not in cli
+    cfg._plan_budgeted = plan_path is not None and "budget_usd" not in raw_user and "budget_usd" not in cli
     if plan_path is not None:
         from cheaptune.estimate.speedups import PLANNED
 
