@@ -113,7 +113,7 @@ def launch(
         if as_json:
             emit_json(info)
         else:
-            typer.echo(f"wrote {info['task_yaml']} (checked by train's validation and SkyPilot's); "
+            typer.echo(f"wrote {info['task_yaml']} (checked by train's validation, the catalogs and SkyPilot's); "
                        f"offers: {'; '.join(info['offers'])}")
             typer.echo(f"secrets passed at launch: {', '.join(info['secrets_set']) or 'none'}; "
                        f"not set here: {', '.join(info['secrets_unset']) or 'none'}")
@@ -146,6 +146,8 @@ def launch(
                f"follow with `cheaptune launch --status --job {info['job_id']}`")
     if info["unset_secrets"]:
         typer.echo(f"note: not set here, so not passed: {', '.join(info['unset_secrets'])}", err=True)
+    for note in info.get("notes") or []:
+        typer.echo(f"note: {note}", err=True)
     if info.get("billed_line"):
         typer.echo(f"warning: {info['billed_line']}", err=True)
 
