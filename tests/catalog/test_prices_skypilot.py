@@ -44,6 +44,9 @@ def test_shuffled_columns_zones_spot_equal_and_bad_rows(defaults):
     (od,) = by(r, gpu="A10G", kind="on-demand")
     (spot,) = by(r, gpu="A10G", kind="spot")
     assert od.price_per_hour == 1.0 and spot.price_per_hour == 0.30  # cheapest zone kept
+    # zones priced apart: the kept price is the low end of their range and the row says so; one price is quoted
+    assert spot.basis == "range-low" and spot.note.startswith("cheapest of 2 zone prices ($0.3-$")
+    assert od.basis == "quoted" and not od.note
     assert spot.notice_s == 120 and rate_for(spot).high > 0  # the rate: interruption.yaml's AWS band
     assert {o.kind for o in by(r, gpu="H100")} == {"on-demand"}  # spot == OD and spot > OD both dropped
     assert r.dropped["spot equal to on-demand (no spot price)"] == 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
@@ -108,6 +108,7 @@ def parse_vms_csv(path: Path, cloud: str, defaults) -> ImportResult:
                 sp = _price(row.get("SpotPrice", ""), "SpotPrice", f"{path}:{line}")
                 hosts.setdefault((row["InstanceType"], row["Region"]), []).append((row.get("AvailabilityZone", ""), od, sp))
     best: dict[tuple, Offer] = {}
+    zones: dict[tuple, set[float]] = {}  # every price seen per offer key (one per availability zone)
     for line, row in rows:
         where = f"{path}:{line}"
         instance, accel = (row.get("InstanceType") or "").strip(), (row.get("AcceleratorName") or "").strip()
@@ -163,7 +164,11 @@ def parse_vms_csv(path: Path, cloud: str, defaults) -> ImportResult:
             offer = Offer(cloud, kind, gpu, count, instance, region, round(price, 6), **facts, source=source, date=stamp,
                           read=stamp)
             key = offer.key
+            zones.setdefault(key, set()).add(offer.price_per_hour)
             if key not in best or offer.price_per_hour < best[key].price_per_hour:
                 best[key] = offer
-    result.offers = list(best.values())
+    # a region's zones priced apart collapse to the cheapest: that price is the low end of a range, and says so
+    result.offers = [o if len(zones[k]) == 1 else replace(
+        o, basis="range-low", note=f"cheapest of {len(zones[k])} zone prices (${min(zones[k]):g}-${max(zones[k]):g})")
+        for k, o in best.items()]
     return result
