@@ -10,7 +10,7 @@ from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.catalog.models import resolve_model
 from cheaptune.errors import BadInput
 from cheaptune.estimate.grpo_memory import estimate_grpo_memory, fit_problem, kv_refusal
-from cheaptune.estimate.grpo_setup import GrpoSetup, constants, kv_bytes_per_token
+from cheaptune.estimate.grpo_setup import GrpoSetup, kv_bytes_per_token
 from cheaptune.estimate.grpo_time import grpo_step_time
 from cheaptune.estimate.memory import EstimateRequest
 
@@ -114,11 +114,14 @@ def test_reference_and_sampling_correction_passes():
     assert _time(generation_backend="transformers").parts["policy_logprobs"] == 0
 
 
-def test_server_sync_and_typical_length():
+def test_server_sync_and_expected_length():
     spec = resolve_model("meta-llama/Llama-3.1-8B")
     setup = _setup(spec.id, generation_backend="vllm-server", max_completion_length=4096)
-    capped = grpo_step_time(setup, spec.config, spec.params, 0, resolve_gpu("H100"), at_cap=True)
-    typical = grpo_step_time(setup, spec.config, spec.params, 0, resolve_gpu("H100"))
+    capped = grpo_step_time(setup, spec.config, spec.params, 0, resolve_gpu("H100"))
     assert capped.parts["weight_sync"] > 0.01  # 16 GB of weights over NVLink
-    if constants()["typical_completion_tokens"] < 4096:
-        assert typical.parts["decode"] < capped.parts["decode"]
+    short = dataclasses.replace(setup, expected_completion_length=512)
+    assert grpo_step_time(short, spec.config, spec.params, 0, resolve_gpu("H100")).parts["decode"] < \
+        capped.parts["decode"] / 4
+    assert grpo_step_time(short, spec.config, spec.params, 0, resolve_gpu("H100"), at_cap=True) == capped
+    with pytest.raises(BadInput, match="expected completion length"):
+        dataclasses.replace(setup, expected_completion_length=5000)

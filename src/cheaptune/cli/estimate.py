@@ -180,6 +180,7 @@ def register(app: typer.Typer) -> None:
         beta: float = typer.Option(0.0, "--beta", callback=bounded(0, 100), help="grpo: KL weight (> 0 adds a reference model)."),
         generation_backend: str = typer.Option("vllm", "--generation-backend", help="grpo: vllm (colocated), vllm-server, transformers."),
         vllm_memory: float = typer.Option(None, "--vllm-gpu-memory-utilization", callback=bounded(0, 1, above=True), help="grpo: vLLM's share of a GPU (trl: 0.3 colocated, 0.9 server)."),
+        expected_len: int = typer.Option(None, "--expected-completion-len", callback=bounded(1, 10**6), help="grpo: tokens your completions typically reach (default: --completion-len, the pessimistic end)."),
         precompute_ref: bool = typer.Option(False, "--precompute-ref", help="dpo: reference log-probs computed "
                                             "before training (no reference copy for full fine-tuning)."),
         loss: str = typer.Option(None, "--loss", help="Override the trainer's loss: trl (chunked LM head), hf (full fp32 logits), chunked."),
@@ -232,7 +233,8 @@ def register(app: typer.Typer) -> None:
         if grpo:
             from cheaptune.cli.grpo import RlFlags, estimate_grpo
 
-            flags = RlFlags(generations, completion_len, prompt_len, beta, generation_backend, vllm_memory)
+            flags = RlFlags(generations, completion_len, prompt_len, beta, generation_backend, vllm_memory,
+                            expected_len=expected_len)
             return estimate_grpo(req, board, flags, grad_accum, headroom, as_json)
         from cheaptune.cli.output import progress_wanted, status
 

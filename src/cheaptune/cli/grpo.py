@@ -26,6 +26,7 @@ class RlFlags:
     backend: str = "vllm"
     vllm_memory: float | None = None
     server_gpus: int = 1
+    expected_len: int | None = None  # the longest completion a call typically reaches; None: the cap
 
 
 def setup_from(req: Any, flags: RlFlags, grad_accum: int):
@@ -40,7 +41,7 @@ def setup_from(req: Any, flags: RlFlags, grad_accum: int):
     return GrpoSetup.build(req, prompt_len=flags.prompt_len, max_completion_length=flags.completion_len,
                            num_generations=flags.generations, grad_accum=grad_accum, beta=flags.beta,
                            generation_backend=flags.backend, vllm_gpu_memory_utilization=flags.vllm_memory,
-                           server_gpus=flags.server_gpus)
+                           server_gpus=flags.server_gpus, expected_completion_length=flags.expected_len)
 
 
 def estimate_grpo(req: Any, board: Any, flags: RlFlags, grad_accum: int, headroom: float, as_json: bool) -> None:
@@ -96,9 +97,14 @@ def _render(mem: Any, setup: Any, board: Any, t: Any, cap: Any, problem: str | N
     parts = ", ".join(f"{k} {v:.2f}" for k, v in t.parts.items() if v)
     out.print(f"step time: {t.step_seconds:.1f} s per optimizer step ({t.completions_per_step} completions), "
               f"generation {t.generation_share:.0%} of it (parts, s: {parts})")
-    out.print(f"if every completion runs to {setup.max_completion_length} tokens: {cap.step_seconds:.1f} s, "
-              f"generation {cap.generation_share:.0%} (the typical length is fitted on public GRPO runs: "
-              "bench/grpo_accuracy.py)")
+    if setup.expected_completion_length:
+        out.print(f"at {setup.expected_completion_length} tokens per completion (--expected-completion-len); if every "
+                  f"completion runs to {setup.max_completion_length}: {cap.step_seconds:.1f} s, generation "
+                  f"{cap.generation_share:.0%}")
+    else:
+        out.print(f"with every completion at {setup.max_completion_length} tokens, the pessimistic end (public runs "
+                  "with short answers ran x2-5 faster: bench/grpo_accuracy.py); --expected-completion-len N if you "
+                  "know how long yours get")
 
 
 def count_prompts(path: Path) -> int:
@@ -135,7 +141,8 @@ def plan_grpo_command(model: str, data: Path | None, prompts: int | None, steps:
     spec = resolve_model(model)
     job = grpo.RlJob.of(spec, method, n, steps, epochs, effective_batch or 8 * flags.generations,
                         num_generations=flags.generations, prompt_len=flags.prompt_len,
-                        max_completion_length=flags.completion_len, beta=flags.beta, lora_r=lora_r or 16)
+                        max_completion_length=flags.completion_len, beta=flags.beta, lora_r=lora_r or 16,
+                        expected_completion_length=flags.expected_len)
     gpus, offers = sources.load_catalog(prices.lower())
     from cheaptune.cli.vocab import names_given
 
@@ -159,7 +166,8 @@ def _render_plan(job: Any, options: list, best: dict, why: dict, warn: list[str]
     out = console()
     out.print(f"GRPO {job.model.id} {job.method}: {job.steps:,} steps x {job.prompts_per_step} prompts x "
               f"{job.num_generations} generations, completions up to {job.max_completion_length} tokens")
-    table = Table(title="options, cheapest first (cost at the typical completion length; at the cap beside it)")
+    length = job.expected_completion_length or job.max_completion_length
+    table = Table(title=f"options, cheapest first (cost at {length}-token completions; at the cap beside it)")
     for col in ("GPUs", "placement", "provider", "$/h", "s/step", "gen %", "hours", "total $", "at cap $"):
         table.add_column(col)
     for o in options:

@@ -50,6 +50,7 @@ def plan_command(
     completion_len: int = typer.Option(256, "--completion-len", callback=bounded(1, 10**6), help="grpo: max_completion_length."),
     prompt_len: int = typer.Option(256, "--prompt-len", callback=bounded(1, 10**6), help="grpo: tokens per prompt."),
     beta: float = typer.Option(0.0, "--beta", callback=bounded(0, 100), help="grpo: KL weight (> 0 adds a reference model)."),
+    expected_len: int = typer.Option(None, "--expected-completion-len", callback=bounded(1, 10**6), help="grpo: tokens your completions typically reach (default: --completion-len, the pessimistic end)."),
     skip_bad_rows: bool = typer.Option(False, "--skip-bad-rows", help="Count the dataset without its bad rows "
                                        "(as `train --skip-bad-rows` trains it)."),
     top: int = typer.Option(8, "--top", callback=bounded(1, 10**4), help="Options to show."),
@@ -89,7 +90,8 @@ def plan_command(
         from cheaptune.cli.grpo import RlFlags, plan_grpo_command
 
         return plan_grpo_command(_one_model(model_arg, model_opt), dataset, prompts, steps, epochs, effective_batch,
-                                 method, lora_r, RlFlags(generations, completion_len, prompt_len, beta), budget, gpu,
+                                 method, lora_r, RlFlags(generations, completion_len, prompt_len, beta,
+                                 expected_len=expected_len), budget, gpu,
                                  max_gpus, headroom, top, prices, as_json)
     foreign = None
     if config is not None:

@@ -54,6 +54,7 @@ class GrpoSetup:
     server_gpus: int = 1  # vllm-server: GPUs of the generator (data-parallel replicas), beside the training GPUs
     steps_per_generation: int | None = None  # None: grad_accum (trl >= 0.18); 1: one generation per micro-step
     importance_sampling: bool | None = None  # None: trl 1.16's default (on with vLLM: one more policy forward)
+    expected_completion_length: int | None = None  # the longest completion a call typically runs to; None: the cap
 
     def __post_init__(self) -> None:
         if self.generation_backend not in BACKENDS:
@@ -68,6 +69,10 @@ class GrpoSetup:
         util = self.vllm_gpu_memory_utilization
         if util is not None and not 0 < util < 1:
             raise BadInput(f"vllm_gpu_memory_utilization must be in (0, 1) (got {util})")
+        expected = self.expected_completion_length
+        if expected is not None and not 1 <= expected <= self.max_completion_length:
+            raise BadInput(f"the expected completion length ({expected}) must be between 1 and max_completion_length "
+                           f"({self.max_completion_length})")
         if self.request.seq_len != self.prompt_len + self.max_completion_length:
             raise BadInput("the training request's seq_len must be prompt_len + max_completion_length")
 

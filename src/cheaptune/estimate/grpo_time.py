@@ -10,8 +10,9 @@ Why its own model: a GRPO step is mostly sampling, which the SFT step-time model
   weight sync: the trained weights into the generator (in-GPU when colocated, over the link to a server; trl
     merges LoRA adapters and sends every weight);
   a fixed per-step cost (rewards, gathers, logging), fitted.
-Completions stop at EOS before a long max_completion_length in most runs: time is estimated at a fitted typical
-length where the cap is longer (memory at the cap); `at_cap=True` gives the pessimistic end.
+How long completions run is a property of the task, not of the model or GPU (public runs with short answers stop
+far below the cap, reasoning runs reach it): time is estimated with every completion at max_completion_length,
+the pessimistic end, unless the setup gives the length the user expects (memory is always sized at the cap).
 A 4-bit generator (Unsloth's vLLM with bitsandbytes) dequantises every weight per decode step: the step-time
 model's dequant bytes per parameter over the bandwidth, instead of reading 16-bit weights.
 Constants: data/grpo.yaml (fitted ones by bench/grpo_accuracy.py) and data/steptime.yaml (rates, links).
@@ -20,7 +21,6 @@ Constants: data/grpo.yaml (fitted ones by bench/grpo_accuracy.py) and data/stept
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -107,13 +107,11 @@ def sync_seconds(setup: GrpoSetup, shape: tp.ModelShape, gpu: Any, stack: str, t
     return 2 * nbytes / (gpu.mem_bw_gbs * 1e9)  # read + write
 
 
-def typical_lengths(setup: GrpoSetup, tokens: float) -> GrpoSetup:
-    """The setup at the completion length a generation call typically runs to: the cap, or `tokens` where the
-    cap is longer (a call waits for its longest completion, which in most runs stops at EOS before a long cap;
-    fitted)."""
-    gen = max(1, min(setup.max_completion_length, math.ceil(tokens)))
-    return dataclasses.replace(setup, max_completion_length=gen,
-                               request=dataclasses.replace(setup.request, seq_len=setup.prompt_len + gen))
+def at_length(setup: GrpoSetup, tokens: int) -> GrpoSetup:
+    """The setup with every completion `tokens` long (a generation call waits for its longest completion, and the
+    training step pads to it)."""
+    return dataclasses.replace(setup, max_completion_length=tokens, expected_completion_length=None,
+                               request=dataclasses.replace(setup.request, seq_len=setup.prompt_len + tokens))
 
 
 def grpo_step_time(setup: GrpoSetup, cfg: dict, params: int, trainable: int, gpu: Any, stack: str = "cheaptune",
@@ -121,11 +119,11 @@ def grpo_step_time(setup: GrpoSetup, cfg: dict, params: int, trainable: int, gpu
                    at_cap: bool = False) -> GrpoTime:
     """Seconds of one GRPO optimizer step on `setup.request.gpus` training `gpu`s (+ a server on `generator`,
     the same board when None); `consts` overrides data/grpo.yaml (the bench's fit); `at_cap`: every completion
-    runs to max_completion_length (the pessimistic end) instead of the fitted typical length."""
+    runs to max_completion_length even where the setup expects shorter."""
     table = table or tp.load_table()
     consts = consts or constants()
-    if not at_cap:
-        setup = typical_lengths(setup, float(consts["typical_completion_tokens"]))
+    if setup.expected_completion_length and not at_cap:
+        setup = at_length(setup, setup.expected_completion_length)
     req = setup.request
     shape = tp.ModelShape.from_config(cfg, params)
     gen_gpu = generator or gpu

@@ -3,8 +3,8 @@
 Why its own path: an RL run's cost is set by generation, not by dataset tokens, so the SFT planner's
 tokens / throughput does not apply. Each candidate (GPU x count x colocated | server placement) is sized by
 estimate.grpo_memory (a colocated KV cache that cannot hold one generation call is refused, with why),
-timed by estimate.grpo_time at the fitted typical completion length and at the cap (the pessimistic end,
-which the budget check uses), and priced with the catalog's cheapest on-demand offer and the provider's billing.
+timed by estimate.grpo_time with completions at the length the user expects (the cap when not given) and at
+the cap (the pessimistic end, which the budget check uses), and priced with the catalog's cheapest on-demand offer and the provider's billing.
 Pure functions: the CLI renders the result.
 """
 
@@ -42,6 +42,7 @@ class RlJob:
     max_completion_length: int = 256
     beta: float = 0.0
     lora_r: int = 16
+    expected_completion_length: int | None = None  # None: every completion at the cap (the pessimistic end)
 
     @classmethod
     def of(cls, model: Any, method: str, prompts: int, steps: int | None, epochs: float | None,
@@ -71,7 +72,7 @@ class RlOption:
     generation_share: float
     hours: float
     hours_at_cap: float
-    total: float  # USD at the typical length
+    total: float  # USD at the expected completion length (the cap when not given)
     total_at_cap: float  # USD if every completion runs to the cap
     memory_gib: float
     details: dict[str, Any] = field(default_factory=dict)
@@ -99,7 +100,8 @@ def _setup(job: RlJob, train_gpus: int, placement: str, grad_ckpt: bool) -> Grpo
                           gpus=train_gpus, lora_r=job.lora_r, allow_long_context=True)
     return GrpoSetup.build(req, prompt_len=job.prompt_len, max_completion_length=job.max_completion_length,
                            num_generations=job.num_generations, grad_accum=accum, beta=job.beta,
-                           generation_backend="vllm" if placement == "colocate" else "vllm-server")
+                           generation_backend="vllm" if placement == "colocate" else "vllm-server",
+                           expected_completion_length=job.expected_completion_length)
 
 
 def _startup_s(params: int) -> float:
@@ -225,5 +227,6 @@ def to_dict(job: RlJob, options: list[RlOption], why: dict[str, str], warn: list
     return {"objective": "grpo", "model": job.model.id,
             "job": {k: v for k, v in dataclasses.asdict(job).items() if k != "model"},
             "options": [dataclasses.asdict(o) for o in options], "left_out": why, "warnings": warn,
-            "hosted": hosted, "basis": "step time at the fitted typical completion length (estimate/data/grpo.yaml, "
-            "bench/grpo_accuracy.py); total_at_cap if every completion runs to max_completion_length"}
+            "hosted": hosted, "basis": "step time with completions at expected_completion_length (max_completion_length when not "
+            "given: the pessimistic end); total_at_cap if every completion runs to max_completion_length; constants "
+            "estimate/data/grpo.yaml, accuracy bench/grpo_accuracy.py"}
