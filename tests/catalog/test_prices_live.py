@@ -86,6 +86,9 @@ def test_refresh_maps_offers_drops_bad_rows_by_reason_and_reports_failed_provide
     # our billing facts per provider, not gpuhunt's: AWS per second with a 60 s minimum, Lambda per minute
     assert {(o.billing_unit_s, o.min_billed_s) for o in aws.offers} == {(1, 60)}
     assert all(o.date == "2026-11-30" and o.source.startswith("gpuhunt") for o in aws.offers + lam.offers)
+    # gpuhunt's AWS spot price is the cheapest zone of the region: labelled as the low end of a range
+    assert {o.basis for o in aws.offers if o.spot} == {"range-low"}
+    assert {o.basis for o in aws.offers + lam.offers if not o.spot} == {"quoted"}
     # the marketplace: one on-demand and one interruptible row per listing, the GTX 1080 unknown to us
     assert {(o.kind, o.gpu, o.instance_type) for o in vast.offers} == {
         ("on-demand", "RTX6000-Ada", "4242001"), ("spot", "RTX6000-Ada", "4242001"), ("on-demand", "RTX4090", "4242002")}

@@ -28,6 +28,9 @@ PROVIDER_NAMES = {"lambdalabs": "lambda", "vastai": "vast"}  # gpuhunt's name ->
 # gpuhunt's ONLINE_PROVIDERS (gpuhunt _internal/catalog.py; a test keeps this equal to the installed one):
 # vastai needs no credentials, the others read theirs from the environment
 ONLINE = ("crusoe", "daytona", "digitalocean", "hotaisle", "jarvislabs", "lium", "seeweb", "vastai", "vultr")
+# providers whose gpuhunt spot price is the cheapest of a region's zones (gpuhunt 0.1.x providers/aws.py:
+# spot_prices[(instance_type, region)] = min(zone_prices)): those rows are the low end of a range
+ZONE_MIN_SPOT = ("aws",)
 
 
 @dataclass
@@ -81,9 +84,12 @@ def to_offers(items: Iterable[Any], provider: str, source: str, date: str, defau
             continue
         seen.add(key)
         facts = defaults(provider, kind, gpu)
+        low = bool(item.spot) and provider in ZONE_MIN_SPOT
         out.offers.append(Offer(provider=provider, kind=kind, gpu=gpu, gpu_count=int(item.gpu_count),
                                 instance_type=item.instance_name, region=item.location or "any",
-                                price_per_hour=price, source=source, date=date, read=date, **facts))
+                                price_per_hour=price, source=source, date=date, read=date, **facts,
+                                basis="range-low" if low else "quoted",
+                                note="gpuhunt keeps the cheapest zone of the region" if low else ""))
     return out
 
 
