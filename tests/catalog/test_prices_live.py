@@ -89,6 +89,8 @@ def test_refresh_maps_offers_drops_bad_rows_by_reason_and_reports_failed_provide
     # gpuhunt's AWS spot price is the cheapest zone of the region: labelled as the low end of a range
     assert {o.basis for o in aws.offers if o.spot} == {"range-low"}
     assert {o.basis for o in aws.offers + lam.offers if not o.spot} == {"quoted"}
+    assert [o.basis for o in vast.offers if o.spot] == ["range-low"] and "minimum bid" in next(
+        o.note for o in vast.offers if o.spot)
     # the marketplace: one on-demand and one interruptible row per listing, the GTX 1080 unknown to us
     assert {(o.kind, o.gpu, o.instance_type) for o in vast.offers} == {
         ("on-demand", "RTX6000-Ada", "4242001"), ("spot", "RTX6000-Ada", "4242001"), ("on-demand", "RTX4090", "4242002")}

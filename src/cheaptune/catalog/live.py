@@ -28,9 +28,11 @@ PROVIDER_NAMES = {"lambdalabs": "lambda", "vastai": "vast"}  # gpuhunt's name ->
 # gpuhunt's ONLINE_PROVIDERS (gpuhunt _internal/catalog.py; a test keeps this equal to the installed one):
 # vastai needs no credentials, the others read theirs from the environment
 ONLINE = ("crusoe", "daytona", "digitalocean", "hotaisle", "jarvislabs", "lium", "seeweb", "vastai", "vultr")
-# providers whose gpuhunt spot price is the cheapest of a region's zones (gpuhunt 0.1.x providers/aws.py:
-# spot_prices[(instance_type, region)] = min(zone_prices)): those rows are the low end of a range
-ZONE_MIN_SPOT = ("aws",)
+# providers whose gpuhunt spot price is the low end of what a rental pays (gpuhunt 0.1.34): AWS keeps the
+# cheapest zone of a region (providers/aws.py: min(zone_prices)); Vast.ai's interruptible row is the listing's
+# minimum bid plus disk (providers/vastai.py: min_bid + disk_cost), and a rental pays its bid, which others outbid
+LOW_END_SPOT = {"aws": "gpuhunt keeps the cheapest zone of the region",
+                "vast": "the listing's minimum bid: an interruptible rental pays its own bid, which others may outbid"}
 
 
 @dataclass
@@ -84,12 +86,11 @@ def to_offers(items: Iterable[Any], provider: str, source: str, date: str, defau
             continue
         seen.add(key)
         facts = defaults(provider, kind, gpu)
-        low = bool(item.spot) and provider in ZONE_MIN_SPOT
+        low = LOW_END_SPOT.get(provider, "") if item.spot else ""
         out.offers.append(Offer(provider=provider, kind=kind, gpu=gpu, gpu_count=int(item.gpu_count),
                                 instance_type=item.instance_name, region=item.location or "any",
                                 price_per_hour=price, source=source, date=date, read=date, **facts,
-                                basis="range-low" if low else "quoted",
-                                note="gpuhunt keeps the cheapest zone of the region" if low else ""))
+                                basis="range-low" if low else "quoted", note=low))
     return out
 
 
