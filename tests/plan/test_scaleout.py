@@ -39,8 +39,8 @@ def test_model_that_fits_no_single_gpu_gets_a_multi_gpu_option_paying_every_gpu(
         assert o.micro_batch * o.grad_accum * o.total_gpus >= W.effective_batch
         assert o.tokens_per_s == pytest.approx(o.details["time"]["tokens_per_s"], abs=0.1)
         assert o.details["time"]["gpus"] == o.total_gpus
-        # the instance price covers all its GPUs, billed from start-up to the end of training
-        billed_h = startup_h(o) + o.details["train_hours"]
+        # the instance price covers all its GPUs, billed from start-up to the end (final save, upload)
+        billed_h = startup_h(o) + o.details["train_hours"] + sum(o.details["end_s"].values()) / 3600
         rounding = o.billing_unit_s / 3600 * o.price_per_hour  # billed in whole units
         assert o.price_per_hour * billed_h - 1e-3 <= o.cost["compute"] <= o.price_per_hour * billed_h + rounding + 1e-3
     by = {(o.gpu, o.gpu_count): o for o in r.options}

@@ -31,6 +31,13 @@ def constants(path: Path = STARTUP_FILE) -> dict[str, float]:
         raise BadInput(f"{path}: not a valid constants file ({err}); restore it from the package") from None
 
 
+@functools.lru_cache(maxsize=2)
+def sources(path: Path = STARTUP_FILE) -> dict[str, str]:
+    """Each start-up/storage constant's source, as the data file states it (what the plan cites per time term)."""
+    doc = yaml.safe_load(Path(path).read_text())
+    return {k: f"{v['kind']}: {v['source']}" for k, v in doc["constants"].items()}
+
+
 def billed_seconds(run_s: float, billing_unit_s: float = 1, min_billed_s: float = 0) -> float:
     """Seconds the provider charges: rounded up to the billing unit, never below the minimum."""
     if run_s <= 0:

@@ -24,7 +24,7 @@ def calibrate_option(o: Option, f: Factor) -> Option:
     speed, memory = f.speed or 1.0, f.memory or 1.0
     train_h = o.details.get("train_hours", o.hours)
     new_train_h = train_h / speed
-    start_s = sum(o.details.get("startup_s", {}).values())
+    start_s = sum(o.details.get("startup_s", {}).values()) + sum(o.details.get("end_s", {}).values())
     hours = o.hours + new_train_h - train_h
     cost = dict(o.cost)
     compute = compute_cost(start_s + new_train_h * SECONDS_PER_HOUR, o.price_per_hour, o.billing_unit_s, o.min_billed_s)

@@ -1,7 +1,8 @@
 """Stages 2-3: for each fitting (method, GPU) and each offer, time and money.
 
-Time = start-up + tokens x epochs / tokens per s (+ expected spot losses); money = compute billed in the
-offer's unit and minimum + storage + egress + expected spot loss. Pure over its arguments.
+Time = start-up + tokens x epochs / tokens per s (+ expected spot losses, checkpoints included) + the end (final
+save, upload), each term with its source (time_terms); money = compute billed in the offer's unit and minimum
++ storage + egress + expected spot loss. Pure over its arguments.
 Tokens/s come from the step-time model (estimate/throughput.py: compute, communication over the real
 link, optimizer, dequant, fixed cost) for the GPUs, sharding and micro-batch planned; every instance is
 billed for the whole run, and on several nodes the ones that come up first are billed while they wait.
@@ -96,16 +97,77 @@ class Option:
         return f"{self.method} on {self.hardware()} at {self.provider}/{self.region} ({mode})"
 
 
-def startup_seconds(shape: ModelShape, workload: Workload, consts: dict[str, float]) -> dict[str, float]:
-    """Seconds before the first step: provision, install, download and load the bf16 weights, tokenize."""
+MBPS_TO_BYTES = 1e6 / 8  # a listing's Mbit/s to bytes/s
+
+
+def download_rate(offer: Any, consts: dict[str, float]) -> tuple[float, str]:
+    """Bytes/s the weights download at: the provider's measured bandwidth where the listing states it, else the
+    start-up file's rate; and which it is."""
+    mbps = (getattr(offer, "listing", None) or {}).get("inet_down_mbps")
+    if mbps:
+        return float(mbps) * MBPS_TO_BYTES, f"the listing's measured {float(mbps):.0f} Mbit/s down"
+    return consts["download_bytes_per_s"], "download_bytes_per_s"
+
+
+def startup_seconds(shape: ModelShape, workload: Workload, consts: dict[str, float],
+                    offer: Any = None) -> dict[str, float]:
+    """Seconds before the first step: provision, install, download (at the provider's bandwidth where known) and
+    load the bf16 weights, tokenize."""
     weight_bytes = shape.params * BF16_BYTES
     return {
         "provision": consts["provision_s"],
         "install": consts["install_s"],
-        "download": weight_bytes / consts["download_bytes_per_s"],
+        "download": weight_bytes / download_rate(offer, consts)[0],
         "load": weight_bytes / consts["disk_read_bytes_per_s"],
         "tokenize": workload.tokens / consts["dataset_tokenize_tokens_per_s"],
     }
+
+
+def end_seconds(arts: Any, method: str, consts: dict[str, float]) -> dict[str, float]:
+    """Seconds after the last step: the final save and the upload of what ships (the adapter, or the whole
+    model for a full fine-tune). A merge runs only when asked (`cheaptune export --to merged`), not in the plan."""
+    return {"final_save": arts.checkpoint_bytes / consts["disk_write_bytes_per_s"],
+            "upload": arts.shipped_bytes(method) / consts["upload_bytes_per_s"]}
+
+
+def time_terms(start: dict[str, float], train_s: float, spot: Any, end: dict[str, float], offer: Any,
+               consts: dict[str, float]) -> dict[str, Any]:
+    """Every term of the wall time with its seconds and source (what the plan shows and the JSON carries)."""
+    src, (_, rate) = money.sources(), download_rate(offer, consts)
+    cite = {"provision": src["provision_s"], "install": src["install_s"], "download": src.get(rate, rate),
+            "load": src["disk_read_bytes_per_s"],
+            "tokenize": src["dataset_tokenize_tokens_per_s"], "final_save": src["disk_write_bytes_per_s"],
+            "upload": src["upload_bytes_per_s"]}
+    saves = int(train_s // spot.interval_s) if spot and spot.interval_s > 0 else 0
+    return {"startup": {k: {"s": round(v, 1), "source": cite[k]} for k, v in start.items()},
+            "training": {"s": round(train_s, 1), "source": "the step-time model (estimate/throughput.py)"},
+            "checkpoints": {"saves": saves, "s": round(saves * spot.checkpoint_s, 1) if spot else 0.0,
+                            "source": ("Young/Daly interval on spot, counted in the spot overhead; "
+                                       + src["disk_write_bytes_per_s"]) if spot else "none timed on this offer"},
+            "end": {k: {"s": round(v, 1), "source": cite[k]} for k, v in end.items()}}
+
+
+def describe_terms(o: Option) -> str:
+    """One line: the recommendation's hours term by term (sources in the JSON's details.time_terms)."""
+    t = o.details["time_terms"]
+    mins = lambda d: ", ".join(f"{k} {v['s'] / 60:.1f} min" for k, v in d.items())  # noqa: E731
+    ck = t["checkpoints"]
+    saves = f"{ck['saves']} checkpoint saves ({ck['s'] / 60:.1f} min, in the spot overhead)" if ck["saves"] else \
+        "no timed checkpoint saves"
+    return (f"hours, term by term: start-up ({mins(t['startup'])}), training {t['training']['s'] / 3600:.2f} h, "
+            f"{saves}, the end ({mins(t['end'])}); each term's source: --json details.time_terms")
+
+
+def other_stack_line(best: Option, workload: Workload, shape: ModelShape, consts: dict[str, float],
+                     stack: str = "unsloth") -> str:
+    """The same job (same GPU, offer, memory plan) timed with another trainer stack's fitted constants, as an
+    alternative line; its memory is not re-estimated (the estimate is of cheaptune's trainer)."""
+    if best.fit is None or best.offer is None or best.total_gpus > 1:
+        return ""  # Unsloth's open-source release trains on one GPU
+    alt = price_option(best.fit, best.offer, workload, shape, consts, False, stack)
+    return (f"with {stack} instead of cheaptune's HF stack, the same job would take {alt.hours:.2f} h and "
+            f"${alt.total:.2f} (p90 ${alt.details['interval']['total_usd'][2]:.2f}) at {alt.tokens_per_s:,.0f} tokens/s "
+            f"(steptime.yaml stacks.{stack}, fitted on its own public rows; memory not re-estimated)")
 
 
 def precision_for(gpu: Any) -> str:
@@ -113,21 +175,22 @@ def precision_for(gpu: Any) -> str:
 
 
 def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, consts: dict[str, float],
-                 speedups: bool | tuple[str, ...] = True) -> Option:
+                 speedups: bool | tuple[str, ...] = True, stack: str = "cheaptune") -> Option:
     """Time, cost and risk of one (method, GPUs, offer); `offer` is one instance of `gf.nodes`. With `speedups`
-    the speed options that pay on the board (estimate.speedups.for_gpu) are on and their factor applied."""
+    the speed options that pay on the board (estimate.speedups.for_gpu) are on and their factor applied; `stack`
+    is whose trainer runs it (steptime.yaml stacks; cheaptune's own by default)."""
     fit, gpu, nodes = gf.fit, gf.gpu, gf.nodes
     micro, accum = planned_micro(fit.micro_batch, workload.effective_batch, gf.gpus)
     precision = precision_for(gpu)
     job = Job(shape, gf.method, workload.seq_len, micro, fit.grad_ckpt, fit.trainable_params, accum, precision,
               objective=workload.objective,
-              reference=reference_passes(workload.objective, fit.precompute_ref, workload.epochs))
+              reference=reference_passes(workload.objective, fit.precompute_ref, workload.epochs), stack=stack)
     sharding = (gf.sharding or "ddp") if gf.gpus > 1 else None
     st = step_time(job, gpu, Layout(gf.gpus_per_node, nodes, sharding, gf.offload, INTER_NODE_NETWORK))
     fast = for_gpu(gpu, gf.method, speedups)
     # no faster than the best MFU any public run reached for this method class (estimate.ceilings)
     tokens_per_s, ceiling_line = capped(st.tokens_per_s * fast.factor, st.mfu * fast.factor, gpu, gf.method)
-    start = startup_seconds(shape, workload, consts)
+    start = startup_seconds(shape, workload, consts, offer)
     start_s = sum(start.values())
     # nodes that come up first wait (and are billed) up to one provisioning time for the last one
     wait_s = consts["provision_s"] if nodes > 1 else 0.0
@@ -145,11 +208,13 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         spot_est = spot_overhead(train_s, rate.expected * nodes, ckpt_s, restart_s, rate.high * nodes,
                                  start_s - start["tokenize"])
     extra_s = spot_est.expected_extra_s if spot_est else 0.0
-    wall_s = start_s + train_s + extra_s
+    end = end_seconds(arts, gf.method, consts)
+    end_s = sum(end.values())
+    wall_s = start_s + train_s + extra_s + end_s
     hours = wall_s / SECONDS_PER_HOUR
     kept_gb = (workload.dataset_bytes + CHECKPOINTS_KEPT * arts.checkpoint_bytes) / money.BYTES_PER_GB
-    last = money.compute_cost(start_s + train_s, price, offer.billing_unit_s, offer.min_billed_s)
-    early = money.compute_cost(start_s + train_s + wait_s, price, offer.billing_unit_s, offer.min_billed_s)
+    last = money.compute_cost(start_s + train_s + end_s, price, offer.billing_unit_s, offer.min_billed_s)
+    early = money.compute_cost(start_s + train_s + end_s + wait_s, price, offer.billing_unit_s, offer.min_billed_s)
     parts = {
         "compute": last + (nodes - 1) * early,
         "storage": money.storage_cost(kept_gb, hours, float(offer.storage_gb_month or 0.0)),
@@ -161,9 +226,9 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
     def at(k: float) -> tuple[float, float]:
         """(hours, total $) with the training time x k: compute re-billed, storage and spot loss scaled."""
         t = train_s * k
-        h = (start_s + t + extra_s * k) / SECONDS_PER_HOUR
-        c = (money.compute_cost(start_s + t, price, offer.billing_unit_s, offer.min_billed_s) + (nodes - 1)
-             * money.compute_cost(start_s + t + wait_s, price, offer.billing_unit_s, offer.min_billed_s))
+        h = (start_s + t + extra_s * k + end_s) / SECONDS_PER_HOUR
+        c = (money.compute_cost(start_s + t + end_s, price, offer.billing_unit_s, offer.min_billed_s) + (nodes - 1)
+             * money.compute_cost(start_s + t + end_s + wait_s, price, offer.billing_unit_s, offer.min_billed_s))
         return h, c + parts["storage"] * h / hours + parts["egress"] + parts["spot_overhead"] * k
 
     band = time_band(gpu, gf.method, gf.gpus)  # p10, p50, p90 of measured / predicted time (estimate.intervals)
@@ -217,6 +282,8 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
                 "communication_s_per_step": round(st.parts["communication"], 4), "node_wait_s": wait_s,
                 "network": INTER_NODE_NETWORK if nodes > 1 else None},
             "startup_s": {k: round(v, 1) for k, v in start.items()},
+            "end_s": {k: round(v, 1) for k, v in end.items()},
+            "time_terms": time_terms(start, train_s, spot_est, end, offer, consts),
             "train_hours": round(train_s / SECONDS_PER_HOUR, 4),
             "spot": {**spot_est.to_dict(), "rate": rate.to_dict()} if spot_est and rate else None,
             "listing": getattr(offer, "listing", None),
