@@ -7,7 +7,7 @@ TEST_STAMP := $(VENV)/.installed-test
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: venv demo demo-dpo test lint bench fuzz clean
+.PHONY: venv demo demo-dpo demo-grpo test lint bench fuzz clean
 
 venv: $(STAMP)
 
@@ -31,6 +31,10 @@ demo: $(STAMP)
 # Preference tuning (DPO, LoRA) on the same task: the held-out chosen-vs-rejected margin before and after.
 demo-dpo: $(STAMP)
 	$(BIN)/python -m cheaptune.demo.run --objective dpo
+
+# RL with a verifiable reward (GRPO, LoRA) on the same task: the held-out mean reward before and after.
+demo-grpo: $(STAMP)
+	$(BIN)/python -m cheaptune.demo.grpo
 
 # One worker per core (at most 4), each single-threaded; a test file stays on one worker (its module fixtures
 # are built once).

@@ -104,6 +104,16 @@ def build(seed: int = 0, n_train: int = 300, n_heldout: int = 16) -> tuple[list[
     return train, heldout
 
 
+GRPO_INSTRUCTION = '\nReply with only a JSON object with the keys "city", "day", "temperature", "unit" and "conditions".'
+
+
+def prompts(rows: list[dict]) -> list[dict]:
+    """GRPO prompt rows (`make demo-grpo`): the user turn with the keys spelled out (so a 135M model's samples
+    differ in how many it names: GRPO learns from those differences), and the right object as `answer`."""
+    return [{"prompt": [{"role": "user", "content": r["messages"][0]["content"] + GRPO_INSTRUCTION}],
+             "answer": r["messages"][1]["content"]} for r in rows]
+
+
 def write_jsonl(path: Path, rows: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
@@ -122,6 +132,8 @@ def main(argv: list[str] | None = None) -> None:
     pairs, held_pairs = build_pairs(args.seed + 1)
     write_jsonl(args.out / "preference.jsonl", pairs)
     write_jsonl(args.out / "preference-heldout.jsonl", held_pairs)
+    write_jsonl(args.out / "grpo.jsonl", prompts(train[:64]))
+    write_jsonl(args.out / "grpo-heldout.jsonl", prompts(heldout))
     print(f"wrote {len(train)} training and {len(heldout)} held-out rows, {len(pairs)} and {len(held_pairs)} "
           f"preference pairs to {args.out}")
 
