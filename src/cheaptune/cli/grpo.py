@@ -102,9 +102,9 @@ def _render(mem: Any, setup: Any, board: Any, t: Any, cap: Any, problem: str | N
                   f"completion runs to {setup.max_completion_length}: {cap.step_seconds:.1f} s, generation "
                   f"{cap.generation_share:.0%}")
     else:
-        out.print(f"with every completion at {setup.max_completion_length} tokens, the pessimistic end (public runs "
-                  "with short answers ran x2-5 faster: bench/grpo_accuracy.py); --expected-completion-len N if you "
-                  "know how long yours get")
+        out.print(f"with every completion at {setup.max_completion_length} tokens, the pessimistic end: on public "
+                  "GRPO runs this read x2.6 slow typically, never fast; with their logged completion length x1.27 "
+                  "(bench/grpo_accuracy.py). Pass --expected-completion-len N if you know how long yours get")
 
 
 def count_prompts(path: Path) -> int:
