@@ -75,6 +75,18 @@ def _jobs_row(jobs: dict) -> str:
             f"(p10-p90 holds {cov['inside_p10_p90']:.0%}) | x1.15 / +-10% / x2 |")
 
 
+def _grpo_row(grpo: dict) -> str:
+    """GRPO step time, leave-one-source-out, at the runs' logged completion length and at the cap."""
+    s = grpo["summary"]
+    a, cap, f = s["loso"], s["loso_at_cap"], s["fitted"]
+    return (f"| GRPO step time vs {grpo['rows']} public runs ({grpo['sources']} sources), each source predicted by "
+            f"constants fitted without it (`grpo_accuracy.py`), at the runs' logged completion length: typical / bias / "
+            f"worst | x{a['typical']:.2f} / {_pct(a['bias'])} / x{a['worst']['factor']:.2f} (every completion at the cap, "
+            f"the default when the length is not known: x{cap['typical']:.2f} / {_pct(cap['bias'])} / "
+            f"x{cap['worst']['factor']:.2f}, at or above the measured time on {cap['at_or_above_measured']} of "
+            f"{grpo['rows']}; fitted rows x{f['typical']:.2f}) | x1.15 / +-10% / x2 |")
+
+
 def readme_table() -> str:
     mem, multi, lat = _load("memory_accuracy"), _load("multi_gpu_accuracy"), _load("plan_latency")
     speed, steps = _load("throughput_vs_hf"), _load("throughput_accuracy")
@@ -99,6 +111,7 @@ def readme_table() -> str:
         f"{mf['median_abs_error']:.1%} / {_pct(mf['worst_under'])}) | 10% / -10% |",
         _steps_row(steps),
         _jobs_row(_load("job_accuracy")),
+        _grpo_row(_load("grpo_accuracy")),
         f"| `cheaptune train` vs plain Trainer scripts, real tokens per CPU-second (`throughput_vs_hf.py`; shared machine: wall time in brackets) | {_speed_row(speed)} "
         f"| >= {speed['target_ratio']}x |",
     ]
