@@ -86,6 +86,13 @@ def test_a_warning_when_the_recommended_or_runner_up_price_is_untrusted(days, ba
         assert "cheaptune prices refresh" in warnings[0].message and "CHEAPTUNE_PRICES" in warnings[0].message
 
 
+def test_the_warning_counts_age_from_the_day_it_is_given():
+    r = plan([dated(offer("a", "H100", 2.50), 1)])
+    assert price_age(r.options, TODAY, has_cache=True)[1] == []
+    notes, warnings = price_age(r.options, TODAY + timedelta(days=STALE_DAYS), has_cache=True)
+    assert "(31 d;" in notes[0] and "is 31 days old" in warnings[0].message
+
+
 def test_a_plan_without_a_live_cache_says_where_its_prices_came_from():
     r = plan([dated(offer("a", "H100", 2.50), 1)])
     notes, _ = price_age(r.options, TODAY, has_cache=False)

@@ -4,7 +4,7 @@ Every offer row carries the date its source gives (or `undated`) and how the pri
 derived from another figure, or the low end of a range). A price is trusted when it is quoted and at
 most STALE_DAYS old; an untrusted one ranks after a trusted one within TRUST_TOLERANCE of its cost,
 its risk rises a step, and the plan warns when the recommended or runner-up price is untrusted.
-Pure over its arguments (today is passed in), so the CLI and the tests share it.
+Pure over its arguments (the day to count ages from is passed in; pricing passes today).
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ def passed_over(best: Any, ranked: list[Any]) -> str:
 
 
 def price_age(options: Iterable[Any], today: date, has_cache: bool, choice: str = "cache") -> tuple[list[str], list[Finding]]:
-    """(notes, warnings): the age of the recommended and runner-up prices; a warning when either is untrusted."""
+    """(notes, warnings): the age on `today` of the recommended and runner-up prices; a warning when either is
+    untrusted (older than STALE_DAYS, undated or not quoted)."""
     shown = [o for o in options if getattr(o, "offer", None) is not None or _get(o, "price_as_of")]
     notes: list[str] = []
     if choice == "bundled":
@@ -113,13 +114,17 @@ def price_age(options: Iterable[Any], today: date, has_cache: bool, choice: str 
         notes.append(f"prices: the bundled snapshot (and SkyPilot's catalogs where present); no live cache yet: {REFRESH}")
     if not shown:
         return notes, []
-    lines = []
+    top = []
     for role, o in zip(("recommended", "runner-up"), shown[:2], strict=False):
-        lines.append(f"{role} {o.provider}/{o.gpu} price as of {_get(o, 'price_as_of')} ({label(o)}; {_get(o, 'price_source')})")
-    notes.insert(0, "price ages: " + "; ".join(lines))
-    stale = [(role, o) for role, o in zip(("recommended", "runner-up"), shown[:2], strict=False) if not trusted(o)]
+        as_of = _get(o, "price_as_of") or "undated"
+        facts = {"price_as_of": as_of, "price_age_days": age_days(as_of, today),
+                 "price_basis": _get(o, "price_basis", "quoted"), "price_source": _get(o, "price_source", "")}
+        top.append((role, o, facts))
+    notes.insert(0, "price ages: " + "; ".join(
+        f"{role} {o.provider}/{o.gpu} price as of {f['price_as_of']} ({label(f)}; {f['price_source']})" for role, o, f in top))
+    stale = [(role, o, f) for role, o, f in top if not trusted(f)]
     if not stale:
         return notes, []
-    what = "; ".join(f"the {role} price ({o.provider}/{o.gpu}, ${o.price_per_hour:.4g}/h) is {_why(o)}" for role, o in stale)
+    what = "; ".join(f"the {role} price ({o.provider}/{o.gpu}, ${o.price_per_hour:.4g}/h) is {_why(f)}" for role, o, f in stale)
     return notes, [Finding("stale-prices", f"{what}: it may no longer hold (more than {STALE_DAYS} days old, undated "
                            f"or not quoted counts); check it before renting: {REFRESH}")]
