@@ -100,7 +100,38 @@ def test_best_case_is_below_every_priced_option(catalog, name, optimize, fast_ev
     r = make_plan(spec.id, shape, spec.context_length, w, c, *catalog, fit, multi_fit=multi)
     assert any(o.details["speedups"]["factor"] > 1 for o in r.options)  # the factor is in play
     for o in r.options:
-        bound = _best_case(Candidate(o.method, o.spec, o.gpu_count, o.num_nodes, (o.offer,)), c, w, shape, constants())
+        cost, hours = _best_case(Candidate(o.method, o.spec, o.gpu_count, o.num_nodes, (o.offer,)), c, w, shape,
+                                 constants())
+        bound = hours if optimize == "time" else cost
         assert bound <= (o.hours if optimize == "time" else o.total) + 1e-4, o.label()  # both rounded to 1e-4
     pruned, _ = _shortlist(catalog, name, TOP, optimize)
     assert pruned == [(o.label(), round(o.total, 6), round(o.hours, 6)) for o in r.options[:TOP]]
+
+
+@pytest.mark.parametrize("name", ["issue-33-1b", "code-completion"])
+def test_a_budget_nothing_meets_prunes_yet_quotes_the_true_cheapest(catalog, name):
+    """The first --budget that nothing fits estimated every candidate (54 s): nothing reached the top N."""
+    from cheaptune.errors import Infeasible
+    from cheaptune.runs.meter import usd
+
+    model, tokens, epochs, seq, methods = SCENARIOS[name]
+    spec = resolve_model(model)
+    shape = ModelShape.from_config(spec.config, spec.params)
+    w = Workload(tokens, epochs=epochs, seq_len=seq, effective_batch=16)
+    fit, multi = _fits(shape, seq, 16)
+    calls: list = []
+
+    def counted(m, mem, p):
+        calls.append((m, mem))
+        return fit(m, mem, p)
+
+    everything = make_plan(spec.id, shape, spec.context_length, w, Constraints(methods=methods, top=EVERYTHING),
+                           *catalog, counted, multi_fit=multi)
+    p90 = [max(o.total, o.details.get("interval", {}).get("total_usd", [0] * 3)[2]) for o in everything.options]
+    cheapest, quoted, all_fits = min(o.total for o in everything.options), min(p90), len(calls)  # budgets: at p90
+    calls.clear()
+    with pytest.raises(Infeasible) as err:
+        make_plan(spec.id, shape, spec.context_length, w, Constraints(methods=methods, budget_usd=cheapest / 3),
+                  *catalog, counted, multi_fit=multi)
+    assert f"the cheapest option costs {usd(quoted)}" in " ".join(err.value.result.advice)
+    assert len(calls) < all_fits / 2  # most candidates were never fitted

@@ -101,7 +101,9 @@ def make_plan(
         notes += _scale_out(c, w, gpus, allowed, shape, consts, multi_fit, feasible, excluded, skipped)
     ranked = choose.rank(feasible, c.optimize)
     if skipped:
-        notes.append(f"{sum(skipped.values())} candidates not estimated: even at their best case they rank below the top {c.top}")
+        notes.append(f"{sum(skipped.values())} candidates not estimated: even at their best case they rank below the "
+                     f"top {c.top}" + (" or miss the budget/deadline by more than an option priced" if
+                                       c.budget_usd is not None or c.deadline_hours is not None else ""))
     result = PlanResult(model_id, w, c, ranked, excluded, [], notes=notes)
     if not ranked:
         biggest = max(gpus, key=lambda g: g.memory_bytes).name if gpus else None
@@ -159,8 +161,8 @@ def _scale_out(c: Constraints, w: Workload, gpus: list[Any], allowed: list[Any],
     return notes
 
 
-def _best_case(k: Candidate, c: Constraints, w: Workload, shape: ModelShape, consts: dict) -> float:
-    """A lower bound on the candidate's cost (or hours): the step-time model at its best for the candidate
+def _best_case(k: Candidate, c: Constraints, w: Workload, shape: ModelShape, consts: dict) -> tuple[float, float]:
+    """Lower bounds on the candidate's (cost, hours): the step-time model at its best for the candidate
     (the largest micro-batch per GPU in one accumulation step, no checkpointing, no trainable adapter
     weights, no communication, the optimizer step shared by every GPU as ZeRO-3/FSDP share it), the speed
     options' factor as pricing applies it, no spot loss, the cheapest offer. Every part left out is >= 0
@@ -170,25 +172,59 @@ def _best_case(k: Candidate, c: Constraints, w: Workload, shape: ModelShape, con
     least_s = parts["compute"] + parts["dequant"] + parts["fixed"] + parts["optimizer"] / k.gpus
     one = micro * w.seq_len / least_s * for_gpu(k.gpu, k.method, c.speedups).factor
     run_s = sum(startup_seconds(shape, w, consts).values()) + w.train_tokens / (one * k.gpus)
-    if c.optimize == "time":
-        return run_s / SECONDS_PER_HOUR
-    return k.nodes * min(compute_cost(run_s, o.price_per_hour, o.billing_unit_s, o.min_billed_s) for o in k.offers)
+    cost = k.nodes * min(compute_cost(run_s, o.price_per_hour, o.billing_unit_s, o.min_billed_s) for o in k.offers)
+    return cost, run_s / SECONDS_PER_HOUR
+
+
+def _beyond_limits(cost: float, hours: float, c: Constraints, excluded: list[Exclusion], w: Workload,
+                   shape: ModelShape, consts: dict) -> Callable[[Candidate], Exclusion] | None:
+    """Even at its best case the candidate is over --budget (or past --deadline) and no nearer to it than an
+    option already priced over it: it can be neither feasible nor the closest miss the advice quotes. Then
+    the exclusion to record (its bound as its total or hours, which the advice never quotes: a priced miss is
+    nearer); else None."""
+    from cheaptune.runs.meter import usd
+
+    def nearest(kind: str, key: str) -> float | None:
+        return min((e.option[key] for e in excluded if e.kind == kind and key in e.option), default=None)
+
+    def exclusion(kind: str, why: str) -> Callable[[Candidate], Exclusion]:
+        return lambda k: Exclusion({"method": k.method, "gpu": k.gpu.name, "gpu_count": k.gpus_per_node,
+                                    "num_nodes": k.nodes, "total": cost, "hours": hours, "startup_hours": start_h},
+                                   f"{k.method} on {k.gpu.name} x{k.gpus}: {why}", kind)
+
+    over, late = nearest("budget", "total"), nearest("deadline", "hours")
+    start_h = round(sum(startup_seconds(shape, w, consts).values()) / SECONDS_PER_HOUR, 4)
+    if c.budget_usd is not None and cost > c.budget_usd and over is not None and cost > over:
+        return exclusion("budget", f"at least {usd(cost)} even at its best case, over the {usd(c.budget_usd)} budget")
+    if c.deadline_hours is not None and hours > c.deadline_hours and late is not None and hours > late:
+        return exclusion("deadline", f"at least {hours:.2f} h even at its best case, past the "
+                                     f"{c.deadline_hours:g} h deadline")
+    return None
 
 
 def _explore(cands: list[Candidate], known: list[Option], c: Constraints, w: Workload, shape: ModelShape,
              consts: dict, fitter: Callable[[Candidate], GpuFit | Exclusion]
              ) -> tuple[list[Option], list[Exclusion], Counter]:
-    """Fit and price candidates from the best best-case up; stop fitting once a candidate's best case
-    cannot reach the top N (of `known` and what this call found). This skips most memory simulations."""
-    ordered = sorted(((_best_case(k, c, w, shape, consts), i, k) for i, k in enumerate(cands)), key=lambda t: t[:2])
+    """Fit and price candidates from the best best-case up; skip fitting a candidate whose best case cannot
+    reach the top N (of `known` and what this call found), or cannot meet --budget/--deadline nor come closer
+    to them than a priced miss. This skips most memory simulations, an infeasible plan's too."""
+    by = 1 if c.optimize == "time" else 0
+    bounds = [(_best_case(k, c, w, shape, consts), i, k) for i, k in enumerate(cands)]
+    ordered = sorted(bounds, key=lambda t: (t[0][by], t[1]))
     metric = choose.rank_key(c.optimize)
     feasible: list[Option] = []
     excluded: list[Exclusion] = []
     skipped: Counter = Counter()
-    for bound, _, k in ordered:
+    for (cost, hours), _, k in ordered:
         pool = known + feasible
+        bound = hours if by else cost
         if len(pool) >= c.top and bound > metric(choose.rank(pool, c.optimize)[c.top - 1])[0]:
-            skipped[k.method] += 1
+            skipped[k.method] += 1  # ranked out: the method is served by what ranks above
+            continue
+        beyond = _beyond_limits(cost, hours, c, excluded, w, shape, consts)
+        if beyond is not None:
+            skipped[("limits", k.method)] += 1  # counted, but the method is not served: more GPUs may still be
+            excluded.append(beyond(k))
             continue
         got = fitter(k)
         if isinstance(got, Exclusion):
