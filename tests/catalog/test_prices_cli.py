@@ -38,7 +38,7 @@ def test_each_row_shows_its_own_age(run_cli):
     derived = next(r for r in json.loads(out)["offers"] if r["price_per_hour"] == 0.935)
     # no date of its own, and derived from the on-demand row: the table's age cell says both
     assert (derived["price_as_of"], derived["price_age_days"], derived["price_basis"]) == ("undated", None, "derived")
-    from cheaptune.catalog.prices import load_offers
+    from cheaptune.catalog.sources import load_offers
     from cheaptune.cli.prices import _age_cell
 
     vast = next(o for o in load_offers() if o.provider == "vast" and o.spot and o.price_per_hour == 0.935)
@@ -58,7 +58,7 @@ def test_json_output(run_cli):
 def test_spot_rates_are_the_ones_the_plan_prices_with(run_cli):
     """A spot row without its own rate showed '-' although the plan priced it from interruption.yaml."""
     from cheaptune.catalog.interruption import priced_rate
-    from cheaptune.catalog.prices import load_offers
+    from cheaptune.catalog.sources import load_offers
 
     code, out, _ = run_cli("prices", "--spot", "--provider", "aws", "--json")
     spot = json.loads(out)["offers"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cheaptune.catalog import live
-from cheaptune.catalog.prices import load_offers
+from cheaptune.catalog.sources import load_offers
 from cheaptune.catalog.sources.live_cache import read_meta, read_offers
 from cheaptune.errors import BadInput
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from cheaptune.catalog.gpus import list_gpus
-from cheaptune.catalog.prices import active_sources, cheapest_per_gpu, filter_offers, load_offers
-from cheaptune.catalog.sources import all_sources
+from cheaptune.catalog.prices import cheapest_per_gpu, filter_offers
+from cheaptune.catalog.sources import active_sources, all_sources, load_offers
 from cheaptune.catalog.sources.bundled import bundled_offers
 from cheaptune.errors import BadInput
 

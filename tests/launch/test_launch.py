@@ -81,7 +81,7 @@ def test_cli_bad_input_is_one_line_exit_2(args, needle, tmp_path, plan_file, run
 
 
 def test_override_prices_come_from_load_offers(plan_file):
-    from cheaptune.catalog.prices import load_offers
+    from cheaptune.catalog.sources import load_offers
     from cheaptune.launch.overrides import apply_overrides
     from cheaptune.plan.planfile import load
 

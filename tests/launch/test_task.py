@@ -325,7 +325,7 @@ def test_region_patterns_match_every_region_of_skypilots_catalogs(shared_data):
 
 
 def test_bundled_vast_locations_respelled_from_skypilots_catalog(shared_data):
-    from cheaptune.catalog.prices import load_offers
+    from cheaptune.catalog.sources import load_offers
     from cheaptune.launch.regions import sky_region
 
     root = shared_data / "skypilot-catalog" / "catalogs" / "v8"

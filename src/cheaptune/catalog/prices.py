@@ -1,9 +1,10 @@
-"""Price catalog: `Offer` rows from several sources, merged in one order, filtered and sorted.
+"""Price catalog: the `Offer` row, its CSV format, and the filters and sorts over offers.
 
-Sources live in `catalog/sources/` (one module each). `load_offers` applies them in priority order:
-the bundled snapshot is the base, SkyPilot catalogs replace whole providers (so a plan agrees with
-what SkyPilot will pick), and a user CSV overrides single rows. Filters are pure functions; the core
-re-applies them whatever a source did.
+Sources live in `catalog/sources/` (one module each) and import the row type from here;
+`catalog.sources.load_offers` applies them in priority order: the bundled snapshot is the base,
+SkyPilot catalogs replace whole providers (so a plan agrees with what SkyPilot will pick), and a
+user CSV overrides single rows. Filters are pure functions; the core re-applies them whatever a
+source did.
 """
 
 from __future__ import annotations
@@ -178,24 +179,6 @@ def read_price_csv(path: Path) -> list[Offer]:
     if missing:
         raise BadInput(f"{path}:1: missing column(s) {', '.join(missing)}; expected {','.join(COLUMNS)}")
     return [parse_row(row, f"{path}:{line}") for line, row in rows]
-
-
-def load_offers(only: tuple[str, ...] | None = None) -> list[Offer]:
-    """Bundled snapshot, then SkyPilot catalogs and the live cache (newest per provider), then the user
-    CSV (override rows); `only` names the sources to use (all by default)."""
-    from cheaptune.catalog.sources import all_sources, merge
-
-    offers: list[Offer] = []
-    for source in (s for s in all_sources() if only is None or s.name in only):
-        offers = merge(offers, source.load(), source.mode)
-    return offers
-
-
-def active_sources() -> list[dict]:
-    """One entry per source in use (name, where, date, rows, dropped), for the line under a table."""
-    from cheaptune.catalog.sources import all_sources
-
-    return [info for s in all_sources() if (info := s.describe()) is not None]
 
 
 def filter_offers(

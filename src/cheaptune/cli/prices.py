@@ -82,7 +82,8 @@ def prices(
     if ctx.invoked_subcommand is not None:
         return
     from cheaptune.catalog.gpus import resolve_gpu
-    from cheaptune.catalog.prices import active_sources, cheapest_per_gpu, filter_offers, load_offers
+    from cheaptune.catalog.prices import cheapest_per_gpu, filter_offers
+    from cheaptune.catalog.sources import active_sources, load_offers
     from cheaptune.plan.workload import check_provider_names
 
     wanted = {resolve_gpu(g).name for g in names_given("--gpu", gpu)}

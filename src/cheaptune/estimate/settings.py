@@ -13,13 +13,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cheaptune.estimate import policy
+from cheaptune.estimate.rl_settings import RLSettings
 
 SHARDINGS = ("ddp", "zero2", "zero3", "fsdp", "fsdp+offload", "zero2+offload", "zero3+offload")
 LORA_METHODS = ("lora", "qlora", "dora")
 # The policy's names are the allowed values, so the estimator, the plan file and the trainer share one list.
 _CHOICES = {"method": policy.METHODS, "precision": policy.PRECISIONS, "quant": policy.QUANTS,
             "optimizer": policy.OPTIMIZERS, "attn": policy.ATTNS, "loss": policy.LOSSES, "sharding": SHARDINGS,
-            "objective": policy.OBJECTIVES}
+            "objective": (*policy.OBJECTIVES, "grpo")}  # grpo: estimated by estimate.grpo_memory/grpo_time
 
 
 class TrainSettings(BaseModel):
@@ -45,6 +46,7 @@ class TrainSettings(BaseModel):
     loss: str = Field("trl", description="trl: chunked LM head (cheaptune train); hf: full logits")
     objective: str = Field("sft", description="sft | dpo | orpo (trl's trainer for it)")
     precompute_ref: bool = Field(False, description="dpo: reference log-probs computed before training")
+    rl: RLSettings | None = Field(None, description="grpo only: rollouts and reference (estimate.rl_settings)")
     seq_len: int = Field(2048, ge=8, le=1_048_576)
     epochs: float = Field(1.0, gt=0, le=10_000)
     gpus: int = Field(1, ge=1, le=4096, description="GPUs in the whole job (all nodes)")
@@ -75,6 +77,7 @@ class TrainSettings(BaseModel):
             self.lora_dropout = policy.LORA_DROPOUT
         if self.objective != "dpo":
             self.precompute_ref = False  # only DPO has a reference to precompute
+        self.rl = (self.rl or RLSettings()) if self.objective == "grpo" else None
         if self.gpus > 1 and self.sharding is None:
             self.sharding = "ddp"
         if self.gpus == 1:
@@ -106,7 +109,8 @@ class TrainSettings(BaseModel):
             lora_targets=self.lora_targets or "all-linear", lora_dropout=self.lora_dropout, micro_batch=self.micro_batch, seq_len=self.seq_len,
             precision=self.precision, quant=self.quant, grad_ckpt=self.grad_ckpt, optimizer=self.optimizer,
             attn=self.attn, loss=self.loss, gpus=self.gpus, sharding=self.sharding_name, offload=self.offload,
-            allow_long_context=True, objective=self.objective, precompute_ref=self.precompute_ref,
+            allow_long_context=True, precompute_ref=self.precompute_ref,
+            objective="sft" if self.objective == "grpo" else self.objective,  # GRPO's policy step: rl.grpo_setup
         )
 
     def differences(self, other: TrainSettings) -> dict[str, tuple[Any, Any]]:

@@ -1,7 +1,7 @@
 """Inline plan options (`--gpu`, `--provider`, `--spot`, ...) applied over a plan file before launch.
 
 Changing where it runs changes the price, so the new offer's price comes from the same offers the
-planner reads (`catalog.prices.load_offers`: bundled snapshot, SkyPilot catalogs, user CSVs), never a copy.
+planner reads (`catalog.sources.load_offers`: bundled snapshot, SkyPilot catalogs, user CSVs), never a copy.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from cheaptune.plan.planfile import Offer, PlanFile
 
 
 def _priced_offer(gpu: str, count: int, provider: str, region: str | None, spot: bool) -> Offer:
-    from cheaptune.catalog.prices import filter_offers, load_offers
+    from cheaptune.catalog.prices import filter_offers
+    from cheaptune.catalog.sources import load_offers
 
     hits = [o for o in filter_offers(load_offers(), gpu=gpu, provider=provider, spot=spot) if o.gpu_count == count]
     if region:

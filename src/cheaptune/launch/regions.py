@@ -69,7 +69,7 @@ def _match(region: str, listed: tuple[str, ...]) -> str | None:
 
 
 def _priced_regions(provider: str) -> set[str]:
-    from cheaptune.catalog.prices import load_offers
+    from cheaptune.catalog.sources import load_offers
 
     return {o.region for o in load_offers() if o.provider == provider and o.region.lower() not in ANY}
 

@@ -174,7 +174,7 @@ def load_catalog(prices: str = "cache") -> tuple[list[Any], list[Any]]:
     """GPUs and offers; `prices` is plan --prices: bundled (the snapshot and the user CSV only), cache
     (every source, the newest per provider) or live (refresh the cache through gpuhunt first)."""
     from cheaptune.catalog.gpus import list_gpus
-    from cheaptune.catalog.prices import load_offers
+    from cheaptune.catalog.sources import load_offers
     from cheaptune.plan.price_age import CHOICES
 
     if prices not in CHOICES:

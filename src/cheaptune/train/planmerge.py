@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from cheaptune.errors import BadInput
+from cheaptune.estimate.rl_settings import RLSettings
 
 # Config fields that are training settings (train.settings.config_fields): a config that changes one of
 # these trains something other than what the plan sized, so train warns and re-estimates (train.plancheck).
 SETTING_KEYS = ("method", "precision", "quant", "optimizer", "micro_batch_size", "gradient_accumulation_steps",
                 "gradient_checkpointing", "attn", "sequence_len", "num_epochs", "lora_r", "lora_alpha",
                 "lora_targets", "save_minutes", "liger_kernel", "torch_compile", "objective",
-                "precompute_ref_log_probs")
+                "precompute_ref_log_probs", *RLSettings.model_fields)
 
 
 def from_plan(path: str | Path, current: dict[str, Any], gpus: int | None = None) -> tuple[dict[str, Any], str | None]:

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from cheaptune.estimate.policy import HF_OPTIM
+from cheaptune.estimate.rl_settings import RLSettings
 from cheaptune.estimate.settings import TrainSettings
 
 # HF `optim` names -> ours; a few HF spellings of the same optimizer share one of our names.
@@ -40,6 +41,8 @@ def config_fields(s: TrainSettings) -> dict[str, Any]:
         out.update(lora_r=s.lora_r, lora_alpha=s.lora_alpha, lora_targets=s.lora_targets, lora_dropout=s.lora_dropout)
     if s.checkpoint_minutes is not None:
         out["save_minutes"] = s.checkpoint_minutes
+    if s.rl is not None:
+        out.update(s.rl.model_dump())  # the GRPO keys of the config, by the same names
     return out
 
 
@@ -66,6 +69,7 @@ def from_config(cfg: Any, precision: str, gpus: int = 1, sharding: str | None = 
         liger_kernel=cfg.liger_kernel, torch_compile=cfg.torch_compile,
         seq_len=cfg.sequence_len, epochs=cfg.num_epochs, gpus=gpus, sharding=sharding if gpus > 1 else None,
         objective=cfg.objective, precompute_ref=cfg.precompute_ref_log_probs,
+        rl=RLSettings.from_config(cfg) if cfg.objective == "grpo" else None,
     )
 
 
@@ -123,10 +127,12 @@ def read_back(trainer: Any) -> TrainSettings:
     method, quant, peft_cfg = _method(model)
     lora = method in ("lora", "qlora", "dora")
     gpus, sharding = _layout(args.output_dir)
-    from trl import DPOTrainer, SFTTrainer
+    from trl import DPOTrainer, GRPOTrainer, SFTTrainer
     from trl.experimental.orpo import ORPOTrainer
 
     objective = "dpo" if isinstance(trainer, DPOTrainer) else "orpo" if isinstance(trainer, ORPOTrainer) else "sft"
+    grpo = isinstance(trainer, GRPOTrainer)
+    objective = "grpo" if grpo else objective
     return TrainSettings(
         method=method, precision=_precision(model, args), quant=quant, optimizer=our_optimizer(args.optim),
         lora_r=peft_cfg.r if lora else None, lora_alpha=peft_cfg.lora_alpha if lora else None,
@@ -135,7 +141,9 @@ def read_back(trainer: Any) -> TrainSettings:
         micro_batch=args.per_device_train_batch_size, grad_accum=args.gradient_accumulation_steps,
         grad_ckpt=bool(args.gradient_checkpointing), attn=model.config._attn_implementation,
         liger_kernel=bool(args.use_liger_kernel), torch_compile=bool(args.torch_compile),
-        loss="trl" if isinstance(trainer, (SFTTrainer, DPOTrainer, ORPOTrainer)) else "hf", seq_len=args.max_length,
+        loss="trl" if isinstance(trainer, (SFTTrainer, DPOTrainer, ORPOTrainer, GRPOTrainer)) else "hf",
+        seq_len=args.vllm_max_model_length if grpo else args.max_length,  # GRPO: prompt + completion window
         epochs=args.num_train_epochs, gpus=gpus, sharding=sharding, objective=objective,
         precompute_ref=bool(getattr(args, "precompute_ref_log_probs", False)),
+        rl=RLSettings.from_args(args) if grpo else None,
     )

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
-if TYPE_CHECKING:
-    from cheaptune.catalog.prices import Offer
+from cheaptune.catalog.prices import Offer
 
 # replace_providers: a source's providers replace earlier rows unless those are newer (dates per provider)
 Mode = Literal["base", "replace_providers", "override_rows"]
@@ -58,3 +57,17 @@ def merge(current: list[Offer], new: list[Offer], mode: Mode) -> list[Offer]:
     by_key = {o.key: o for o in current}
     by_key.update({o.key: o for o in new})
     return list(by_key.values())
+
+
+def load_offers(only: tuple[str, ...] | None = None) -> list[Offer]:
+    """Bundled snapshot, then SkyPilot catalogs and the live cache (newest per provider), then the user
+    CSV (override rows); `only` names the sources to use (all by default)."""
+    offers: list[Offer] = []
+    for source in (s for s in all_sources() if only is None or s.name in only):
+        offers = merge(offers, source.load(), source.mode)
+    return offers
+
+
+def active_sources() -> list[dict]:
+    """One entry per source in use (name, where, date, rows, dropped), for the line under a table."""
+    return [info for s in all_sources() if (info := s.describe()) is not None]
