@@ -166,16 +166,21 @@ def _render_plan(job: Any, options: list, best: dict, why: dict, warn: list[str]
     out = console()
     out.print(f"GRPO {job.model.id} {job.method}: {job.steps:,} steps x {job.prompts_per_step} prompts x "
               f"{job.num_generations} generations, completions up to {job.max_completion_length} tokens")
-    length = job.expected_completion_length or job.max_completion_length
-    table = Table(title=f"options, cheapest first (cost at {length}-token completions; at the cap beside it)")
-    for col in ("GPUs", "placement", "provider", "$/h", "s/step", "gen %", "hours", "total $", "at cap $"):
+    expected = job.expected_completion_length
+    length = expected or job.max_completion_length
+    cap = f"; at the {job.max_completion_length}-token cap beside it" if expected else ", the pessimistic end"
+    table = Table(title=f"options, cheapest first (cost at {length}-token completions{cap})")
+    for col in ("GPUs", "placement", "provider", "$/h", "s/step", "gen %", "hours", "total $") + (
+            ("at cap $",) if expected else ()):
         table.add_column(col)
     for o in options:
         table.add_row(f"{o.gpus}x {o.gpu}", o.placement, o.provider, f"{o.price_per_hour:.2f}", f"{o.step_s:.1f}",
-                      f"{o.generation_share:.0%}", f"{o.hours:.1f}", f"{o.total:,.2f}", f"{o.total_at_cap:,.2f}")
+                      f"{o.generation_share:.0%}", f"{o.hours:.1f}", f"{o.total:,.2f}",
+                      *((f"{o.total_at_cap:,.2f}",) if expected else ()))
     out.print(table)
     for placement, o in best.items():
-        out.print(f"cheapest {placement}: {o.label()}, ${o.total:,.2f} (${o.total_at_cap:,.2f} at the cap)")
+        at_cap = f" (${o.total_at_cap:,.2f} at the cap)" if expected else ""
+        out.print(f"cheapest {placement}: {o.label()}, ${o.total:,.2f}{at_cap}")
     for gpu, reason in list(why.items())[:5]:
         out.print(f"not {gpu}: {reason}")
     for line in hosted:

@@ -96,8 +96,9 @@ def _setup(job: RlJob, train_gpus: int, placement: str, grad_ckpt: bool) -> Grpo
     if split is None:
         return None
     micro, accum = split
+    sharding = ("zero3" if job.method == "full" else "ddp") if train_gpus > 1 else None  # full: shard the state
     req = EstimateRequest(model=job.model.id, method=job.method, micro_batch=micro, grad_ckpt=grad_ckpt,
-                          gpus=train_gpus, lora_r=job.lora_r, allow_long_context=True)
+                          gpus=train_gpus, sharding=sharding, lora_r=job.lora_r, allow_long_context=True)
     return GrpoSetup.build(req, prompt_len=job.prompt_len, max_completion_length=job.max_completion_length,
                            num_generations=job.num_generations, grad_accum=accum, beta=job.beta,
                            generation_backend="vllm" if placement == "colocate" else "vllm-server",
@@ -183,9 +184,8 @@ def warnings(job: RlJob, options: list[RlOption], budget: float | None) -> list[
         out.append(f"the cheapest option costs ${options[0].total_at_cap:,.2f} if every completion runs to "
                    f"{job.max_completion_length} tokens, over the ${budget:,.2f} budget: lower --completion-len "
                    "or --steps")
-    server = [o for o in options if o.placement == "server"]
-    for o in server[:1]:
-        if o.gpus > 2 and o.generation_share > 0.5:
+    for o in [o for o in options if o.placement == "server" and o.gpus > 2][:1]:  # the cheapest such
+        if o.generation_share > 0.5:
             out.append(f"{o.label()}: one GPU generates while {o.gpus - 1} wait {o.generation_share:.0%} of each "
                        "step (open-r1#161's 78 h on 8x A100); colocated vLLM or more server GPUs keeps them busy")
     if options and options[0].generation_share > 0.5:
