@@ -56,3 +56,21 @@ def test_plan_ranks_placements_and_counts_by_cost(run_cli, monkeypatch):
     assert all(o["total_at_cap"] >= o["total"] and 0 < o["generation_share"] < 1 for o in plan["options"])
     code, _, err = run_cli("plan", "--model", MODEL, "--objective", "grpo")
     assert code == 2 and "needs the prompts" in err
+
+
+def test_prompt_file_counts_rows(tmp_path):
+    from cheaptune.cli.grpo import count_prompts
+
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('{"prompt": "a"}\n\n{"prompt": "b"}\n')
+    csv = tmp_path / "p.csv"
+    csv.write_text("prompt,answer\nx,1\ny,2\nz,3\n")
+    assert count_prompts(jsonl) == 2 and count_prompts(csv) == 3
+    txt = tmp_path / "p.txt"
+    txt.write_text("a\n")
+    with pytest.raises(BadInput, match="jsonl or .csv"):
+        count_prompts(txt)
+    empty = tmp_path / "empty.csv"
+    empty.write_text("prompt\n")
+    with pytest.raises(BadInput, match="no prompt rows"):
+        count_prompts(empty)
