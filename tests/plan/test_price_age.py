@@ -3,6 +3,7 @@ labelled, ranked after a fresh quoted one within the stated tolerance, riskier, 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import date, timedelta
 
@@ -114,3 +115,27 @@ def test_ranking_with_time_objective_ignores_price_trust():
     r = plan([a, b], Constraints(methods=("lora",), optimize="time"))
     assert {o.provider for o in r.options} == {"a", "b"}
     assert replace(r.options[0]).hours <= r.options[1].hours
+
+
+def test_the_text_plan_warns_on_an_old_recommended_price_and_the_json_dates_it(run_cli, tiny_model_dir, tmp_path,
+                                                                               monkeypatch):
+    """End to end: a user CSV whose only T4 price is a year old; the plan's JSON dates it and the text warns."""
+    from cheaptune.catalog.prices import COLUMNS
+
+    old = (TODAY - timedelta(days=365)).isoformat()
+    row = {"provider": "oldcloud", "kind": "on-demand", "gpu": "T4", "gpu_count": "1", "instance_type": "t4-1",
+           "region": "r1", "price_per_hour": "0.01", "billing_unit_s": "1", "min_billed_s": "0",
+           "storage_gb_month": "0.1", "egress_per_gb": "0", "interruption_per_hour": "", "notice_s": "0",
+           "source": "https://example.com/oldcloud/prices", "date": old, "basis": "quoted", "read": old, "note": ""}
+    csv_file = tmp_path / "prices.csv"
+    csv_file.write_text(",".join(COLUMNS) + "\n" + ",".join(row[c] for c in COLUMNS) + "\n")
+    monkeypatch.setenv("CHEAPTUNE_PRICES", str(csv_file))
+    args = ("plan", str(tiny_model_dir), "--tokens", "100000", "--gpu", "T4", "--seq-len", "128", "--provider", "oldcloud")
+    code, out, err = run_cli(*args, "--json")
+    assert code == 0, err
+    best = json.loads(out)["recommended"]
+    assert (best["price_as_of"], best["price_age_days"], best["price_source"]) == (
+        old, 365, "https://example.com/oldcloud/prices")
+    code, out, err = run_cli(*args)
+    assert code == 0, err
+    assert "[stale-prices] the recommended price (oldcloud/T4, $0.01/h) is 365 days old" in " ".join(out.split())
