@@ -26,9 +26,14 @@ def test_steps_from_prompts_and_bad_batches():
         grpo.RlJob.of(resolve_model(MODEL), "lora", 10, None, 1.0, 10, num_generations=4)
 
 
+def test_placements_tried():
+    assert grpo.placements(1) == [("colocate", 0)]
+    assert grpo.placements(8) == [("colocate", 0), ("server", 1), ("server", 4)]  # not only open-r1's 1 of 8
+
+
 def test_warnings_and_hosted_alternatives():
     job = _job()
-    opt = grpo.RlOption("H100", 4, "server", "x", 8.0, 10, 20, 0.8, 1, 2, 10.0, 20.0, 10.0)
+    opt = grpo.RlOption("H100", 4, "server", "x", 8.0, 10, 20, 0.8, 1, 2, 10.0, 20.0, 10.0, server_gpus=1)
     warn = grpo.warnings(job, [opt], None)
     assert any("no budget" in w for w in warn) and any("3 wait" in w for w in warn)
     assert any("over the $5.00 budget" in w for w in grpo.warnings(job, [opt], 5.0))

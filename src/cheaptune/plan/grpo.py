@@ -1,7 +1,7 @@
 """`plan --objective grpo`: GPUs, GPU counts and generator placement for a GRPO run, ranked by total cost.
 
 Why its own path: an RL run's cost is set by generation, not by dataset tokens, so the SFT planner's
-tokens / throughput does not apply. Each candidate (GPU x count x colocated | server placement) is sized by
+tokens / throughput does not apply. Each candidate (GPU x count x colocated | server placement, one or half the GPUs serving) is sized by
 estimate.grpo_memory (a colocated KV cache that cannot hold one generation call is refused, with why),
 timed by estimate.grpo_time with completions at the length the user expects (the cap when not given) and at
 the cap (the pessimistic end, which the budget check uses), and priced with the catalog's cheapest on-demand offer and the provider's billing.
@@ -76,9 +76,12 @@ class RlOption:
     total_at_cap: float  # USD if every completion runs to the cap
     memory_gib: float
     details: dict[str, Any] = field(default_factory=dict)
+    server_gpus: int = 0  # GPUs running `trl vllm-serve` (data-parallel replicas); 0 when colocated
 
     def label(self) -> str:
-        where = "vLLM colocated" if self.placement == "colocate" else f"{self.gpus - 1} train + 1 vLLM server"
+        k = self.server_gpus
+        where = ("vLLM colocated" if self.placement == "colocate"
+                 else f"{self.gpus - k} train + {k} vLLM server GPU{'s' if k > 1 else ''}")
         return f"{self.gpus}x {self.gpu} ({where}) at {self.provider}"
 
 
@@ -91,7 +94,7 @@ def _split(job: RlJob, train_gpus: int) -> tuple[int, int] | None:
     return micro, per_gpu // micro
 
 
-def _setup(job: RlJob, train_gpus: int, placement: str, grad_ckpt: bool) -> GrpoSetup | None:
+def _setup(job: RlJob, train_gpus: int, placement: str, grad_ckpt: bool, server_gpus: int = 1) -> GrpoSetup | None:
     split = _split(job, train_gpus)
     if split is None:
         return None
@@ -102,6 +105,7 @@ def _setup(job: RlJob, train_gpus: int, placement: str, grad_ckpt: bool) -> Grpo
     return GrpoSetup.build(req, prompt_len=job.prompt_len, max_completion_length=job.max_completion_length,
                            num_generations=job.num_generations, grad_accum=accum, beta=job.beta,
                            generation_backend="vllm" if placement == "colocate" else "vllm-server",
+                           server_gpus=server_gpus,
                            expected_completion_length=job.expected_completion_length)
 
 
@@ -111,14 +115,16 @@ def _startup_s(params: int) -> float:
     return c["provision_s"] + c["install_s"] + weights / c["download_bytes_per_s"] + weights / c["disk_read_bytes_per_s"]
 
 
-def candidate(job: RlJob, gpu: Any, offer: Any, gpus: int, placement: str, headroom: float) -> RlOption | str:
-    """One priced option, or why it does not run."""
-    train_gpus = gpus - 1 if placement == "server" else gpus
+def candidate(job: RlJob, gpu: Any, offer: Any, gpus: int, placement: str, headroom: float,
+              server_gpus: int = 1) -> RlOption | str:
+    """One priced option (`server_gpus` of the `gpus` generating in server placement), or why it does not run."""
+    server_gpus = server_gpus if placement == "server" else 0
+    train_gpus = gpus - server_gpus
     if train_gpus < 1:
-        return "a server placement needs 2 or more GPUs"
+        return "a server placement needs a training GPU beside the server's"
     problem = "the step's completions do not split evenly over the training GPUs"
     for ckpt in (False, True):
-        setup = _setup(job, train_gpus, placement, ckpt)
+        setup = _setup(job, train_gpus, placement, ckpt, max(1, server_gpus))
         if setup is None:
             return problem
         mem = estimate_grpo_memory(setup, gpu.memory_bytes)
@@ -143,7 +149,14 @@ def candidate(job: RlJob, gpu: Any, offer: Any, gpus: int, placement: str, headr
                     {"micro_batch": setup.request.micro_batch, "grad_accum": setup.grad_accum, "grad_ckpt":
                      setup.request.grad_ckpt, "parts_s": {k: round(v, 3) for k, v in t.parts.items()},
                      "price_source": offer.source, "price_date": offer.date,
-                     "vllm_gpu_memory_utilization": setup.memory_utilization})
+                     "vllm_gpu_memory_utilization": setup.memory_utilization}, server_gpus)
+
+
+def placements(gpus: int) -> list[tuple[str, int]]:
+    """(placement, server GPUs) tried on `gpus` GPUs: colocated; one server GPU; from 4 GPUs also half of them
+    serving (one server GPU feeding seven trainers is open-r1#161's 78-hour run)."""
+    out = [("colocate", 0)] + ([("server", 1)] if gpus > 1 else [])
+    return out + ([("server", gpus // 2)] if gpus >= 4 else [])
 
 
 def plan_grpo(job: RlJob, gpus: list[Any], offers: list[Any], max_gpus: int = 8, headroom: float = 0.10,
@@ -158,8 +171,8 @@ def plan_grpo(job: RlJob, gpus: list[Any], offers: list[Any], max_gpus: int = 8,
             continue
         found = []
         for n in (c for c in GPU_COUNTS if c <= max_gpus):
-            for placement in ("colocate", "server"):
-                o = candidate(job, gpu, best[gpu.name], n, placement, headroom)
+            for placement, k in placements(n):
+                o = candidate(job, gpu, best[gpu.name], n, placement, headroom, k)
                 if isinstance(o, RlOption):
                     found.append(o)
                 elif n == 1 and placement == "colocate":
@@ -184,7 +197,7 @@ def warnings(job: RlJob, options: list[RlOption], budget: float | None) -> list[
         out.append(f"the cheapest option costs ${options[0].total_at_cap:,.2f} if every completion runs to "
                    f"{job.max_completion_length} tokens, over the ${budget:,.2f} budget: lower --completion-len "
                    "or --steps")
-    for o in [o for o in options if o.placement == "server" and o.gpus > 2][:1]:  # the cheapest such
+    for o in [o for o in options if o.placement == "server" and o.gpus > 2 and o.server_gpus == 1][:1]:
         if o.generation_share > 0.5:
             out.append(f"{o.label()}: one GPU generates while {o.gpus - 1} wait {o.generation_share:.0%} of each "
                        "step (open-r1#161's 78 h on 8x A100); colocated vLLM or more server GPUs keeps them busy")
