@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cheaptune.catalog import DATA_DIR, file_version, load_rows
 from cheaptune.errors import BadInput
 from cheaptune.util.files import read_text
+from cheaptune.util.hub import offline
 from cheaptune.util.names import suggest
 
 MODELS_FILE = DATA_DIR / "models.yaml"
@@ -149,10 +150,6 @@ def _local(path: Path) -> ModelSpec:
     return ModelSpec(id=str(path), family=str(cfg["model_type"]), config=cfg, source="local")
 
 
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-
-
 HUB_PROBE_TIMEOUT_S = 3.0  # a reachable hub answers a TCP connect well within this
 
 # Suffixes of chat/instruct releases that keep their base model's architecture (config fields).
@@ -191,14 +188,14 @@ def _from_hub(repo_id: str, close: list[str], specs: list[ModelSpec]) -> ModelSp
     nearby = f"; close catalog entries: {', '.join(close)}" if close else ""
     how = "pass a local config.json or model directory"
     try:
-        if _offline():
+        if offline():
             raise ConnectionError("HF_HUB_OFFLINE is set")
         file = _hub_config(repo_id)
     except Exception as err:  # network, auth, missing repo: all mean "cannot get it now"
         variant = _base_variant(repo_id, specs)
         if variant is not None:
             return variant
-        why = "HF_HUB_OFFLINE is set" if _offline() else f"cannot fetch config.json ({type(err).__name__})"
+        why = "HF_HUB_OFFLINE is set" if offline() else f"cannot fetch config.json ({type(err).__name__})"
         raise BadInput(f"model {repo_id!r} is not in the catalog and {why}; {how}{nearby}") from None
     cfg = read_config(file)
     return ModelSpec(id=repo_id, family=str(cfg["model_type"]), config=cfg, source=f"https://huggingface.co/{repo_id}")

@@ -142,20 +142,29 @@ ALIASES = {"openai": "messages", "chat_template": "messages", "chatml": "message
            "completion": "text", "pretraining": "text", "prompt-completion": "prompt_completion"}
 
 
+def shapes_line(shapes: Mapping[str, str]) -> str:
+    """'name: shape; ...' for the messages of SFT, preference and prompt rows alike."""
+    return "; ".join(f"{name}: {shape}" for name, shape in shapes.items())
+
+
 def accepted_shapes() -> str:
-    return "; ".join(f"{f.name}: {f.shape}" for f in FORMATS.values())
+    return shapes_line({f.name: f.shape for f in FORMATS.values()})
+
+
+def resolve_name(name: str, canonical: Mapping[str, Any], aliases: Mapping[str, str], what: str) -> str:
+    """A format name or alias -> the canonical name; 'auto' stays 'auto'. One rule for every row family;
+    `what` names the family in the error ("dataset format", "preference dataset format")."""
+    key = name.strip().lower()
+    if key == "auto" or key in canonical:
+        return key
+    if key in aliases:
+        return aliases[key]
+    raise BadInput(f"unknown {what} '{name}'{did_you_mean(name, ['auto', *canonical, *aliases])}; use auto or "
+                   f"one of {', '.join(canonical)}")
 
 
 def resolve_format(name: str) -> str:
-    """A format name or alias -> the canonical name; 'auto' stays 'auto'."""
-    key = name.strip().lower()
-    if key == "auto" or key in FORMATS:
-        return key
-    if key in ALIASES:
-        return ALIASES[key]
-    choices = ["auto", *FORMATS, *ALIASES]
-    raise BadInput(f"unknown dataset format '{name}'{did_you_mean(name, choices)}; use auto or one of "
-                   f"{', '.join(FORMATS)}")
+    return resolve_name(name, FORMATS, ALIASES, "dataset format")
 
 
 def detect(row: Mapping[str, Any]) -> str:
@@ -171,7 +180,12 @@ def detect(row: Mapping[str, Any]) -> str:
     raise RowProblem(f"unknown shape: keys {sorted(row)[:8]} match no accepted format; accepted: {accepted_shapes()}")
 
 
-def normalize(fmt: str, row: Any) -> dict[str, Any]:
+def json_object(row: Any) -> Mapping[str, Any]:
+    """The row itself when it is a JSON object (every family's rows are); RowProblem otherwise."""
     if not isinstance(row, Mapping):
         raise RowProblem(f"row is {kind(row)}, expected a JSON object")
-    return FORMATS[fmt].normalize(row)
+    return row
+
+
+def normalize(fmt: str, row: Any) -> dict[str, Any]:
+    return FORMATS[fmt].normalize(json_object(row))

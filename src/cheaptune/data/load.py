@@ -8,7 +8,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cheaptune.data import formats, preference, prompts
+import cheaptune.data.formats as formats
+import cheaptune.data.preference as preference
+import cheaptune.data.prompts as prompts
 from cheaptune.data.formats import RowProblem, kind
 from cheaptune.data.readers import iter_rows
 from cheaptune.errors import BadInput

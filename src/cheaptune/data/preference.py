@@ -17,9 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cheaptune.data.formats import RowProblem, kind, turn_list
-from cheaptune.errors import BadInput
-from cheaptune.util.names import did_you_mean
+from cheaptune.data.formats import RowProblem, json_object, resolve_name, shapes_line, turn_list
 
 SHAPES = {
     "preference": '{"prompt": ..., "chosen": ..., "rejected": ...} (strings or lists of {"role", "content"})',
@@ -33,18 +31,11 @@ Turns = list[dict[str, str]]
 
 
 def accepted_shapes() -> str:
-    return "; ".join(f"{name}: {shape}" for name, shape in SHAPES.items())
+    return shapes_line(SHAPES)
 
 
 def resolve_format(name: str) -> str:
-    """A preference format name or alias -> the canonical name; 'auto' stays 'auto'."""
-    key = name.strip().lower()
-    if key == "auto" or key in SHAPES:
-        return key
-    if key in ALIASES:
-        return ALIASES[key]
-    raise BadInput(f"unknown preference dataset format '{name}'{did_you_mean(name, ['auto', *SHAPES, *ALIASES])}; "
-                   f"use auto or one of {', '.join(SHAPES)}")
+    return resolve_name(name, SHAPES, ALIASES, "preference dataset format")
 
 
 def detect(row: Mapping[str, Any]) -> str:
@@ -55,8 +46,7 @@ def detect(row: Mapping[str, Any]) -> str:
 
 
 def normalize(fmt: str, row: Any) -> dict[str, Any]:
-    if not isinstance(row, Mapping):
-        raise RowProblem(f"row is {kind(row)}, expected a JSON object")
+    row = json_object(row)
     out = _explicit(row) if fmt == "preference" else _implicit(row)
     if out["chosen"] == out["rejected"]:
         raise RowProblem("'chosen' and 'rejected' are the same answer (nothing to prefer)")

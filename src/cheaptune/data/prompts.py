@@ -16,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cheaptune.data.formats import RowProblem, kind, turn_list
-from cheaptune.errors import BadInput
-from cheaptune.util.names import did_you_mean
+from cheaptune.data.formats import RowProblem, json_object, kind, resolve_name, shapes_line, turn_list
 
 SHAPES = {
     "prompt": '{"prompt": "..." or [{"role", "content"}], ...the columns your rewards read}',
@@ -29,18 +27,11 @@ RESERVED = ("completion", "completion_ids")  # trl fills these itself: a data co
 
 
 def accepted_shapes() -> str:
-    return "; ".join(f"{name}: {shape}" for name, shape in SHAPES.items())
+    return shapes_line(SHAPES)
 
 
 def resolve_format(name: str) -> str:
-    """A prompt format name or alias -> the canonical name; 'auto' stays 'auto'."""
-    key = name.strip().lower()
-    if key == "auto" or key in SHAPES:
-        return key
-    if key in ALIASES:
-        return ALIASES[key]
-    raise BadInput(f"unknown prompt dataset format '{name}'{did_you_mean(name, ['auto', *SHAPES, *ALIASES])}; "
-                   f"use auto or one of {', '.join(SHAPES)}")
+    return resolve_name(name, SHAPES, ALIASES, "prompt dataset format")
 
 
 def detect(row: Mapping[str, Any]) -> str:
@@ -53,8 +44,7 @@ def detect(row: Mapping[str, Any]) -> str:
 
 
 def normalize(fmt: str, row: Any) -> dict[str, Any]:
-    if not isinstance(row, Mapping):
-        raise RowProblem(f"row is {kind(row)}, expected a JSON object")
+    row = json_object(row)
     for key in RESERVED:
         if key in row:
             raise RowProblem(f"column '{key}' is filled by the trainer with what the model generates; rename it")

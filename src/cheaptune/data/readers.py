@@ -18,6 +18,7 @@ from typing import Any
 from cheaptune.data.formats import RowProblem
 from cheaptune.errors import BadInput
 from cheaptune.util.files import check_file, read_bytes
+from cheaptune.util.hub import offline
 
 Located = tuple[str, Any]  # (where, row or RowProblem)
 
@@ -158,13 +159,8 @@ def _from_dataset(ds: Any, name: str, split: str | None) -> Iterator[Located]:
         yield f"{name}[{i}]", row
 
 
-def _offline() -> bool:
-    return any(os.environ.get(v, "").lower() in {"1", "true", "yes", "on"}
-               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
-
 def _hub(repo_id: str, split: str | None) -> Iterator[Located]:
-    if _offline():
+    if offline(datasets=True):
         raise BadInput(f"dataset {repo_id} is not a local file and the hub is off (HF_HUB_OFFLINE=1); "
                        "download it first or pass a local file")
     import datasets

@@ -9,6 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from cheaptune.data.load import load_dataset_rows
 from cheaptune.errors import BadInput
 
 BATCH = 256  # rows per tokenizer call: the fast tokenizer batches in Rust
@@ -97,8 +98,6 @@ def count_tokens(path: str | os.PathLike, tokenizer: Any = None, fmt: str = "aut
     For dpo/orpo a pair counts prompt + chosen + prompt + rejected: the prompt is in both rows of trl's
     concatenated forward, which is also what the trainer's token counter (tokens/s, the probe) counts."""
     from datasets import Dataset
-
-    from cheaptune.data.load import load_dataset_rows
 
     loaded = load_dataset_rows(path, fmt=fmt, skip_bad_rows=skip_bad_rows, objective=objective)
     ds = loaded.dataset

@@ -6,11 +6,11 @@ user needs where we looked and how to pass a local folder.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from cheaptune.errors import BadInput
+from cheaptune.util.hub import offline
 
 HUB_ID = re.compile(r"^[\w.-]{1,96}/[\w.-]{1,96}$")
 FOLDER_HINT = "pass a local folder holding config.json and the weights (what save_pretrained writes)"
@@ -38,7 +38,7 @@ def check_base_model(name: str) -> None:
         return
     from huggingface_hub import constants
 
-    if _offline():
+    if offline():
         raise BadInput(f"model {raw} is not a local folder and not in the Hugging Face cache "
                        f"({constants.HF_HUB_CACHE}), and HF_HUB_OFFLINE is set; download it while online "
                        f"or {_folder_hint(raw)}")
@@ -72,10 +72,6 @@ def _folder_hint(repo_id: str) -> str:
     if repo_id.split("/")[-1].lower() != MODEL_NAME.lower():
         return FOLDER_HINT
     return f"pass --model {demo_model_dir()} (`make demo` builds it offline)"
-
-
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
 
 
 def _cached(repo_id: str) -> bool:

@@ -1,1 +1,1 @@
-"""Small helpers shared by several stages (names, atomic files, paths)."""
+"""Small helpers shared by several stages (names, atomic files, paths, the hub switch)."""
