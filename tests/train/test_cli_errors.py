@@ -79,8 +79,13 @@ def test_wandb_without_api_key_is_one_line(run_cli, monkeypatch, tiny_model_dir,
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
     monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb"))
-    code, _, err = run_cli("train", "--model", str(tiny_model_dir), "--data", str(chat_file), "-o", str(tmp_path / "o"),
-                           "--device", "cpu", "--report-to", "wandb")
+    import wandb
+
+    try:
+        code, _, err = run_cli("train", "--model", str(tiny_model_dir), "--data", str(chat_file), "-o",
+                               str(tmp_path / "o"), "--device", "cpu", "--report-to", "wandb")
+    finally:
+        wandb.teardown()  # wandb keeps its settings (online, this env) for the process: later tests set their own
     assert code == 2
     assert err.strip().splitlines()[-1].startswith("error: report_to: wandb has no API key; run `wandb login`")
     assert not (tmp_path / "o" / "training_summary.json").exists()
