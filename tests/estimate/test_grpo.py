@@ -22,6 +22,19 @@ def tiny(tiny_cfg):
     return tiny_cfg.to_dict() if hasattr(tiny_cfg, "to_dict") else tiny_cfg
 
 
+@pytest.fixture
+def fake_step(monkeypatch, tiny):
+    """The policy step without the simulator (test_colocated_parts... runs the real one)."""
+    from types import SimpleNamespace
+
+    from cheaptune.catalog.models import count_params
+    from cheaptune.estimate import grpo_memory
+
+    step = SimpleNamespace(device_total_bytes=GIB, total_params=count_params(tiny), trainable_params=10_000)
+    monkeypatch.setattr(grpo_memory, "_policy_step", lambda setup: step)
+    return step
+
+
 def _setup(model, **rl):
     rl.setdefault("prompt_len", 32)
     rl.setdefault("max_completion_length", 32)
@@ -48,14 +61,14 @@ def test_colocated_parts_sum_and_hold_the_vllm_share(tiny):
     assert fit_problem(mem, setup, "H100", h100.memory_bytes) is None
 
 
-def test_reference_copy_only_with_beta_and_trained_weights(tiny):
+def test_reference_copy_only_with_beta_and_trained_weights(tiny, fake_step):
     mem = estimate_grpo_memory(_setup(tiny, beta=0.04), 80 * GIB)
     assert mem.parts["reference copy"] == mem.train.total_params * 2
     lora = estimate_grpo_memory(_setup(tiny, beta=0.04, method="lora"), 80 * GIB)
     assert "reference copy" not in lora.parts and "adapters disabled" in lora.notes[0]
 
 
-def test_kv_cache_that_cannot_hold_a_generation_call_is_refused(tiny):
+def test_kv_cache_that_cannot_hold_a_generation_call_is_refused(tiny, fake_step):
     t4 = resolve_gpu("T4")
     setup = _setup(tiny, vllm_gpu_memory_utilization=0.1)  # 1.5 GiB: vLLM's workspace leaves no KV room
     mem = estimate_grpo_memory(setup, t4.memory_bytes)
@@ -66,7 +79,7 @@ def test_kv_cache_that_cannot_hold_a_generation_call_is_refused(tiny):
     assert estimate_grpo_memory(roomy, 200 * GIB).kv_capacity_bytes >= mem.kv_needed_bytes
 
 
-def test_server_generator_is_sized_apart(tiny):
+def test_server_generator_is_sized_apart(tiny, fake_step):
     setup = _setup(tiny, generation_backend="vllm-server", server_gpus=2)
     mem = estimate_grpo_memory(setup, 80 * GIB, generator_memory_bytes=24 * GIB)
     assert not any(k.startswith("vllm") for k in mem.parts)
@@ -74,7 +87,7 @@ def test_server_generator_is_sized_apart(tiny):
     assert mem.engine_batch == 4  # 8 completions over 2 replicas
 
 
-def test_vllm_without_a_gpu_is_one_line(tiny):
+def test_vllm_without_a_gpu_is_one_line(tiny, fake_step):
     with pytest.raises(BadInput, match="needs the GPU"):
         estimate_grpo_memory(_setup(tiny))
 
