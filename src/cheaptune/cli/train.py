@@ -151,6 +151,10 @@ def train(
             typer.echo(billed, err=True)
     if data_format and not data:
         cfg = cfg.model_copy(update={"datasets": [d.model_copy(update={"type": data_format}) for d in cfg.datasets]})
+    from cheaptune.data.readers import iter_rows
+
+    for d in cfg.datasets:  # a missing file or a folder named like one, said before transformers loads (lazy: reads nothing)
+        iter_rows(d.path)
     from cheaptune.train.guardrails import guard_settings  # transformers: after the cheap checks above
     from cheaptune.train.run import preflight
     from cheaptune.train.run import train as run_train
