@@ -102,7 +102,9 @@ def readme_table() -> str:
         f"(the allocator slack refitted without each source), each row through `estimate`'s own options with its "
         f"trainer's profile and stated versions (`memory_accuracy.py`): median abs error / worst under-prediction "
         f"| {ours['median_abs_error']:.1%} / {_pct(ours['worst_under'])} ({len(ours['under_10pct_rows'])} rows under "
-        f"-10%; QLoRA {qlora['rows']} rows {qlora['median_abs_error']:.1%} / {_pct(qlora['worst_under'])}; median of "
+        f"-10%; QLoRA {qlora['rows']} rows {qlora['median_abs_error']:.1%} / {_pct(qlora['worst_under'])}, the upper end "
+        f"of its range (what plans fit) holds {mem['qlora_range']['covered']} of them, worst "
+        f"{_pct(mem['qlora_range']['worst_under_of_upper_end'])}; median of "
         f"per-source medians {ours['median_of_source_medians']:.1%}; {_per_trainer(mem)}; weights-only formula: "
         f"{acc['median_abs_error']:.0%} / {_pct(acc['worst_under'])}; fixed-overhead formula: "
         f"{poor['median_abs_error']:.0%} / {_pct(poor['worst_under'])}) | 5% / -10% (QLoRA 8%) |",
