@@ -84,6 +84,10 @@ def test_server_generator_is_sized_apart(tiny, fake_step):
     mem = estimate_grpo_memory(setup, 80 * GIB, generator_memory_bytes=24 * GIB)
     assert not any(k.startswith("vllm") for k in mem.parts)
     assert mem.generator_total_bytes == int(0.9 * 24 * GIB)  # trl vllm-serve's 0.9 default
+    colocate_share = dataclasses.replace(setup, vllm_gpu_memory_utilization=0.3)  # GRPOConfig's: colocate only
+    assert estimate_grpo_memory(colocate_share, 80 * GIB, 24 * GIB).generator_total_bytes == mem.generator_total_bytes
+    served = dataclasses.replace(setup, server_memory_utilization=0.5)
+    assert estimate_grpo_memory(served, 80 * GIB, 24 * GIB).generator_total_bytes == int(0.5 * 24 * GIB)
     assert mem.engine_batch == 4  # 8 completions over 2 replicas
 
 

@@ -101,3 +101,11 @@ def test_the_train_process_bills_from_its_own_start():
     assert not _own_process(["/venv/bin/pytest", "-q", "train"])  # the CLI run in-process: training begin
     age = time.monotonic() - _process_started()
     assert 0 < age < time.monotonic()  # this process began before now, on the same clock
+
+
+def test_missing_dataset_is_said_before_torch_is_imported(tmp_path):
+    script = ("import sys\nfrom cheaptune.cli.main import main\ntry:\n    main(['train', '--model', 'm/x', '--data', "
+              "'nosuch.jsonl'])\nexcept SystemExit as e:\n    print(e.code, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert out.stdout.split() == ["2", "False"], out.stdout + out.stderr
+    assert "dataset nosuch.jsonl not found" in out.stderr

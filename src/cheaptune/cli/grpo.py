@@ -40,8 +40,10 @@ def setup_from(req: Any, flags: RlFlags, grad_accum: int):
                        f"per step must be a multiple of --generations {flags.generations}")
     return GrpoSetup.build(req, prompt_len=flags.prompt_len, max_completion_length=flags.completion_len,
                            num_generations=flags.generations, grad_accum=grad_accum, beta=flags.beta,
-                           generation_backend=flags.backend, vllm_gpu_memory_utilization=flags.vllm_memory,
-                           server_gpus=flags.server_gpus, expected_completion_length=flags.expected_len)
+                           generation_backend=flags.backend, server_gpus=flags.server_gpus,
+                           expected_completion_length=flags.expected_len,
+                           **{"server_memory_utilization" if flags.backend == "vllm-server"
+                              else "vllm_gpu_memory_utilization": flags.vllm_memory})
 
 
 def estimate_grpo(req: Any, board: Any, flags: RlFlags, grad_accum: int, headroom: float, as_json: bool) -> None:

@@ -50,7 +50,8 @@ class GrpoSetup:
     grad_accum: int = 1
     beta: float = 0.0  # > 0: a reference model scores every completion (a frozen copy for full fine-tuning)
     generation_backend: str = "vllm"  # vllm (colocated) | vllm-server | transformers
-    vllm_gpu_memory_utilization: float | None = None  # None: trl's default for the placement (0.3 / 0.9)
+    vllm_gpu_memory_utilization: float | None = None  # colocated vLLM's share (trl: colocate only); None: 0.3
+    server_memory_utilization: float | None = None  # `trl vllm-serve --gpu_memory_utilization`; None: its 0.9
     server_gpus: int = 1  # vllm-server: GPUs of the generator (data-parallel replicas), beside the training GPUs
     steps_per_generation: int | None = None  # None: grad_accum (trl >= 0.18); 1: one generation per micro-step
     importance_sampling: bool | None = None  # None: trl 1.16's default (on with vLLM: one more policy forward)
@@ -66,9 +67,9 @@ class GrpoSetup:
                            "completion against its group")
         if self.beta < 0:
             raise BadInput(f"beta must be >= 0 (got {self.beta})")
-        util = self.vllm_gpu_memory_utilization
-        if util is not None and not 0 < util < 1:
-            raise BadInput(f"vllm_gpu_memory_utilization must be in (0, 1) (got {util})")
+        for util in (self.vllm_gpu_memory_utilization, self.server_memory_utilization):
+            if util is not None and not 0 < util < 1:
+                raise BadInput(f"vLLM's gpu_memory_utilization must be in (0, 1) (got {util})")
         expected = self.expected_completion_length
         if expected is not None and not 1 <= expected <= self.max_completion_length:
             raise BadInput(f"the expected completion length ({expected}) must be between 1 and max_completion_length "
@@ -92,7 +93,9 @@ class GrpoSetup:
 
     @property
     def memory_utilization(self) -> float:
-        util = self.vllm_gpu_memory_utilization
+        """The generator's share of its GPU: GRPOConfig's vllm_gpu_memory_utilization applies to colocated vLLM
+        only (trl 1.16 grpo_config.py); a server takes the share `trl vllm-serve` was started with."""
+        util = self.server_memory_utilization if self.server else self.vllm_gpu_memory_utilization
         if util is not None:
             return util
         return constants()["server_memory_utilization" if self.server else "colocate_memory_utilization"]
