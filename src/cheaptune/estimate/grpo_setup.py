@@ -120,11 +120,6 @@ class GrpoSetup:
         return self.completions_per_gpu * self.request.gpus
 
     @property
-    def prompts(self) -> float:
-        """Prompts per optimizer step (each makes num_generations completions)."""
-        return self.completions / self.num_generations
-
-    @property
     def engine_batch(self) -> int:
         """Sequences one generator engine holds at once: a training GPU's share of a generation call when
         colocated, the whole call's over the server's replicas otherwise."""

@@ -28,8 +28,6 @@ from cheaptune.estimate import scaling
 from cheaptune.estimate import throughput as tp
 from cheaptune.estimate.grpo_setup import GrpoSetup, constants, generator_weight_bytes, kv_bytes_per_token
 
-GENERATION_PARTS = ("prefill", "decode")
-
 
 @dataclass(frozen=True)
 class GrpoTime:
