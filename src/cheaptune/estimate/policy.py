@@ -115,11 +115,6 @@ class Policy:
 
         return getattr(torch, self.autocast) if self.autocast else None
 
-    @property
-    def trainer_flags(self) -> tuple[bool, bool]:
-        """(bf16, fp16) for HF TrainingArguments: autocast on or off."""
-        return self.autocast == "bfloat16", self.autocast == "float16"
-
 
 def resolve_policy(method: str, precision: str) -> Policy:
     if precision == "fp32":

@@ -7,7 +7,7 @@ reports the micro-batch the plan will run (see `planned_micro`) and the peak AT 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,13 +112,3 @@ def fit_pair(
         need += f" plus {headroom:.0%} headroom"
     label = "full fine-tune" if method == "full" else method
     return Exclusion(option, f"{label} on {gpu.name}: {need}, has {gib(gpu.memory_bytes)}", "memory")
-
-
-def fit_all(
-    methods: Iterable[str], gpus: Iterable[Any], fit: FitFn, headroom: float = 0.0
-) -> tuple[list[GpuFit], list[Exclusion]]:
-    """Every (method, GPU) that fits, and why each other pair does not."""
-    gpus = list(gpus)
-    cache: dict[tuple[str, int, str], FitOutcome] = {}
-    results = [fit_pair(m, g, fit, headroom, cache) for m in methods for g in gpus]
-    return [r for r in results if isinstance(r, GpuFit)], [r for r in results if isinstance(r, Exclusion)]

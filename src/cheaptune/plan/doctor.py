@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
 
 THIN_HEADROOM = 0.05  # under 5% free VRAM, allocator fragmentation alone can OOM
 LONG_CHECKPOINT_MIN = 60.0
@@ -177,9 +176,3 @@ CHECKS: tuple[Callable[[Facts], Finding | None], ...] = (
 
 def run_checks(facts: Facts) -> list[Finding]:
     return [f for check in CHECKS if (f := check(facts)) is not None]
-
-
-def facts_from_mapping(values: dict[str, Any]) -> Facts:
-    """Build Facts from a dict, ignoring keys Facts does not know."""
-    known = Facts.__dataclass_fields__
-    return Facts(**{k: v for k, v in values.items() if k in known})
