@@ -1,6 +1,7 @@
-"""Spot preemptions: the Young/Daly checkpoint interval, expected extra time, and a Monte-Carlo check.
+"""Spot preemptions: the Young/Daly checkpoint interval and the expected extra time.
 
-The process modelled (the simulation implements exactly this, so the two must agree): W seconds of
+The process modelled (the Monte-Carlo simulation in tests/estimate/test_spot.py implements exactly this,
+so the two must agree): W seconds of
 work run in segments of tau seconds, each followed by a checkpoint of C seconds (not after the last).
 Preemptions arrive as a Poisson process at rate lambda while a segment or its checkpoint runs; a
 preemption loses the segment in progress and costs R seconds of restart (re-provision, install,
@@ -12,7 +13,6 @@ takes (1/lambda + R) (exp(lambda L) - 1) seconds in expectation (the classic ren
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -73,29 +73,3 @@ def spot_overhead(work_s: float, rate_per_hour: float, checkpoint_s: float, rest
     worse = expected_wall_s(work_s, high, tau, checkpoint_s, restart_s, startup_s) - work_s - startup_s
     return SpotEstimate(tau, checkpoint_s, restart_s, rate_per_hour, expected, worse,
                         rate * (startup_s + work_s + expected))
-
-
-def simulate_wall_s(
-    work_s: float, rate_per_s: float, interval_s: float, checkpoint_s: float, restart_s: float, rng: random.Random,
-    startup_s: float = 0.0,
-) -> float:
-    """One simulated run: exponential inter-arrival times, lost segments redone after a restart."""
-    total = 0.0
-    for exposed in _exposures(work_s, interval_s, checkpoint_s, startup_s):
-        while True:
-            t_fail = rng.expovariate(rate_per_s) if rate_per_s > 0 else math.inf
-            if t_fail >= exposed:
-                total += exposed
-                break
-            total += t_fail + restart_s
-    return total
-
-
-def monte_carlo_wall_s(
-    work_s: float, rate_per_s: float, interval_s: float, checkpoint_s: float, restart_s: float, runs: int = 2000,
-    seed: int = 0, startup_s: float = 0.0,
-) -> float:
-    """Mean wall time over `runs` simulated runs (the check on `expected_wall_s`)."""
-    rng = random.Random(seed)
-    return sum(simulate_wall_s(work_s, rate_per_s, interval_s, checkpoint_s, restart_s, rng, startup_s)
-               for _ in range(runs)) / runs
