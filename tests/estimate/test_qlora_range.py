@@ -19,3 +19,16 @@ def test_qlora_shows_a_range_and_device_total_is_its_upper_end(tiny_cfg):
     assert with_range(q, "qlora") == q  # applied from the simulated end: idempotent
     wider = with_range(q, "qlora", fraction=2 * rng["fraction"])
     assert wider.device_total_bytes - lo > 1.9 * (hi - lo) and wider.details["range"]["device_total_bytes"][0] == lo
+
+
+def test_sharding_a_qlora_estimate_shards_its_simulated_end_then_takes_the_range(tiny_cfg):
+    """shard_estimate of an estimate that already carries a range (the plan shards estimate_memory's result)
+    gives what estimate_memory gives for the same GPUs: no stale margin, the range of the sharded peak."""
+    from cheaptune.estimate.sharding import shard_estimate
+
+    base = dict(model=tiny_cfg.to_dict(), method="qlora", micro_batch=1, seq_len=16)
+    one = estimate_memory(EstimateRequest(**base))
+    two = estimate_memory(EstimateRequest(**base, gpus=2, sharding="ddp"))
+    assert shard_estimate(one, 2, "ddp", model_config=tiny_cfg.to_dict()) == two
+    lo, hi = two.details["range"]["device_total_bytes"]
+    assert two.device_total_bytes == hi > lo and two.breakdown["qlora_margin"] == hi - lo

@@ -232,10 +232,7 @@ def with_range(est: MemoryEstimate, method: str, fraction: float | None = None) 
     from cheaptune.estimate import overheads
 
     f = overheads.constants()["qlora_range_fraction"] if fraction is None else fraction
-    if "range" in est.details:  # from the simulated end, so applying it again changes nothing
-        breakdown = {k: v for k, v in est.breakdown.items() if k != "qlora_margin"}
-        est = dataclasses.replace(est, device_total_bytes=est.details["range"]["device_total_bytes"][0],
-                                  breakdown=breakdown)
+    est = point_of(est)  # from the simulated end, so applying it again changes nothing
     hi = int(est.peak_allocated_bytes * (1 + f))
     more = overheads.reserved_and_total(hi)[0] - overheads.reserved_and_total(est.peak_allocated_bytes)[0]
     hi_reserved, hi_total = est.peak_reserved_bytes + more, est.device_total_bytes + more  # slack on the extra too
@@ -244,6 +241,15 @@ def with_range(est: MemoryEstimate, method: str, fraction: float | None = None) 
            "why": "QLoRA terms not yet measured on a GPU: the plan fits the upper end"}
     return dataclasses.replace(est, device_total_bytes=hi_total, details={**est.details, "range": rng},
                                breakdown={**est.breakdown, "qlora_margin": hi_total - est.device_total_bytes})
+
+
+def point_of(est: MemoryEstimate) -> MemoryEstimate:
+    """The simulated estimate without its QLoRA range (with_range undone)."""
+    if "range" not in est.details:
+        return est
+    details = {k: v for k, v in est.details.items() if k != "range"}
+    return dataclasses.replace(est, device_total_bytes=est.details["range"]["device_total_bytes"][0], details=details,
+                               breakdown={k: v for k, v in est.breakdown.items() if k != "qlora_margin"})
 
 
 def fit_micro_batch(req: EstimateRequest, gpu_memory_bytes: int, headroom: float = 0.10,

@@ -225,9 +225,12 @@ def shard_estimate(single, gpus: int, sharding: str | None = "ddp", offload: boo
     fields) sizes FSDP/ZeRO-3 units; when omitted it is resolved from single.inputs["model"]. `fsdp_run`:
     how an FSDP1 run holds gradients (FsdpRun), for a trainer that wraps frozen and trainable weights together.
     """
+    from cheaptune.estimate.memory import point_of, with_range
+
     s = check_sharding(gpus, sharding, offload)
     if gpus == 1:
         return single
+    single = point_of(single)  # shard the simulated estimate; a QLoRA range is taken again on the result
     cfg = model_config if model_config is not None else _model_config(single)
     run = fsdp_run if s == "fsdp" else FsdpRun()
     per_gpu, host = _model_state(s, single, cfg, gpus, offload, run)
@@ -251,10 +254,10 @@ def shard_estimate(single, gpus: int, sharding: str | None = "ddp", offload: boo
     inputs.update({f"fsdp_{k}": True for k, v in dataclasses.asdict(run).items() if v})
     details = dict(single.details, sharding=s, gpus=gpus, offload=offload, host_offload_bytes_per_gpu=host,
                    single_gpu_device_total_bytes=single.device_total_bytes)
-    return dataclasses.replace(
+    return with_range(dataclasses.replace(
         single, peak_allocated_bytes=allocated, peak_reserved_bytes=reserved, device_total_bytes=total + nccl,
         breakdown=breakdown, phase_peaks=phases, basis=f"{single.basis}+{s}", inputs=inputs, details=details,
-    )
+    ), single.inputs.get("method", ""))
 
 
 def fit_micro_batch_sharded(req, gpu_memory_bytes: int, gpus: int, sharding: str = "ddp", offload: bool = False,
