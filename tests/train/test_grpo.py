@@ -93,3 +93,41 @@ def test_budget_cap_stops_a_grpo_run_resumably(tiny_model_dir, prompts_file, len
     run = Registry().list_runs()[0]
     assert run["status"] == "budget-stopped" and any(p.name.startswith("checkpoint-") for p in out.iterdir())
     assert 0 < run["steps"] < 50
+
+
+def test_a_grpo_plan_runs_as_planned(tiny_model_dir, prompts_file, tmp_path):
+    """The RL settings a plan carries (TrainSettings.rl) become the config's keys and are what the built
+    GRPOTrainer runs (read back from its GRPOConfig); the policy step's estimator request is an SFT step's."""
+    from transformers import AutoTokenizer
+
+    from cheaptune.estimate.rl_settings import RLSettings
+    from cheaptune.estimate.settings import for_gpu
+    from cheaptune.plan import planfile
+    from cheaptune.train.config import build
+    from cheaptune.train.grpo import build_grpo_trainer
+    from cheaptune.train.methods import Precision, build_model
+    from cheaptune.train.run import load_data
+    from cheaptune.train.settings import read_back
+
+    rl = RLSettings(num_generations=4, max_completion_length=16, beta=0.04, loss_type="grpo", temperature=0.7,
+                    generation_backend="transformers")
+    settings = for_gpu("lora", True, micro_batch=4, seq_len=64, lora_r=8, lora_alpha=16, objective="grpo", rl=rl)
+    assert settings.request("x").objective == "sft"
+    plan = tmp_path / "plan.yaml"
+    planfile.save(planfile.PlanFile(
+        created="2026-12-01T00:00:00Z", cheaptune_version="0", model=str(tiny_model_dir), train=settings,
+        offer=planfile.Offer(provider="x", gpu="T4", gpu_count=1, price_per_hour=1.0),
+        prediction=planfile.Prediction(peak_vram_bytes=1 << 30, gpu_memory_bytes=16 << 30, tokens=1000,
+                                       tokens_per_s=100.0, hours=1.0, cost=planfile.CostBreakdown(compute=1.0,
+                                                                                                  total=1.0))), plan)
+    assert planfile.load(plan).train.rl == rl
+    cfg = build(None, plan, {"device": "cpu", "output_dir": str(tmp_path / "o"), "reward": "json",
+                             "datasets": [{"path": str(prompts_file)}]})
+    assert (cfg.num_generations, cfg.beta, cfg.loss_type, cfg.generation_backend) == (4, 0.04, "grpo", "transformers")
+    prec = Precision("cpu", cfg.precision)
+    ds, _, fmt = load_data(cfg)
+    trainer = build_grpo_trainer(cfg, prec, build_model(cfg, prec), AutoTokenizer.from_pretrained(tiny_model_dir),
+                                 ds, None, fmt, [])
+    ran = read_back(trainer)
+    assert ran.rl == rl and ran.objective == "grpo"
+    assert set(ran.differences(planfile.load(plan).train)) <= {"lora_targets"}  # all-linear, spelled out

@@ -70,6 +70,7 @@ def grpo_config(cfg: TrainConfig, prec: Precision, has_eval: bool, weights: list
     return GRPOConfig(
         **common, beta=cfg.beta, num_generations=cfg.num_generations,
         max_completion_length=cfg.max_completion_length, temperature=cfg.temperature, loss_type=cfg.loss_type,
+        vllm_max_model_length=cfg.sequence_len,  # vLLM's window: prompt + completion (sequence_len)
         reward_weights=weights, log_completions=False, **generation_args(cfg, prec.device),
     )
 

@@ -50,7 +50,7 @@ class GrpoFields(BaseModel):
         "dapo", description="trl's GRPO loss aggregation")
     generation_backend: Literal["auto", "vllm", "vllm-server", "transformers"] = Field(
         "auto", description="auto: colocated vllm on CUDA (extra rl), transformers on CPU")
-    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="colocated vllm's share of the GPU")
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, lt=1, description="colocated vllm's share of the GPU")
     vllm_server_url: str | None = Field(None, description="vllm-server: base URL of `trl vllm-serve`")
 
     def reward_specs(self) -> list[RewardSpec]:
