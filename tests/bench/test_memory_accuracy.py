@@ -1,0 +1,46 @@
+"""The memory bench builds every row as a user would: `estimate`'s own options, nothing else; and scores by source."""
+
+from __future__ import annotations
+
+import csv
+import inspect
+
+from cheaptune.cli.estimate import request_from_options
+
+
+def _rows(m) -> list[dict]:
+    return list(csv.DictReader((m.HERE / "data" / "vram_measured_public.csv").open()))
+
+
+def test_every_row_is_estimate_options_only(bench, tmp_path):
+    m = bench("memory_accuracy")
+    allowed = set(inspect.signature(request_from_options).parameters)
+    rows = [r for r in _rows(m) if r["num_gpus"] == "1" and r["seq_len"].isdigit()]
+    assert len(rows) > 100
+    for row in rows:
+        assert set(m.cli_options(row, tmp_path)) <= allowed, row["id"]
+    lc10 = next(r for r in rows if r["id"] == "LC10")
+    opts = m.cli_options(lc10, tmp_path)
+    assert opts["trainer"] == "litgpt==0.4.0.dev0" and opts["versions"] == "bitsandbytes==0.42.0"
+    req, _ = request_from_options(**opts)
+    assert req.versions == "bitsandbytes==0.42.0,litgpt==0.4.0.dev0" and req.trainer == "litgpt"
+
+
+def test_stated_versions_reads_exact_pins_only(bench):
+    m = bench("memory_accuracy")
+    assert m.stated_versions("litgpt 0.4.5; bitsandbytes==0.42.0 (pyproject); torch>=2.2.0") == (
+        "0.4.5", "bitsandbytes==0.42.0")
+    assert m.stated_versions("unsloth 2024.8; transformers 4.44.2; torch 2.4.0+cu121; xformers 0.0.27") == (
+        "2024.8", "torch==2.4.0+cu121,transformers==4.44.2")
+    assert m.stated_versions("") == (None, None)
+
+
+def test_leave_one_source_out_refits_the_slack_without_the_scored_source(bench):
+    m = bench("memory_accuracy")
+    gib = 2**30
+    rows = [dict(id="a", group="A", metric="max_reserved", method="lora", measured_bytes=12 * gib, allocated_bytes=10 * gib),
+            dict(id="b", group="B", metric="max_reserved", method="lora", measured_bytes=11 * gib, allocated_bytes=10 * gib)]
+    m.loso(rows)
+    a, b = rows
+    assert abs(a["loso_slack_fraction"] - 0.1) < 1e-9 and abs(b["loso_slack_fraction"] - 0.2) < 1e-9
+    assert abs(a["loso_error"] - (11 / 12 - 1)) < 1e-6 and abs(b["loso_error"] - (12 / 11 - 1)) < 1e-6
