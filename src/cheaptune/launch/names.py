@@ -30,7 +30,7 @@ def sky_cloud(provider: str) -> str | None:
 def require_cloud(provider: str) -> str:
     cloud = sky_cloud(provider)
     if cloud is None:
-        known = sorted(set(_table()["clouds"].values()))
+        known = sorted(all_clouds())
         raise BadInput(
             f"provider {provider!r} is not a cloud SkyPilot can launch on{did_you_mean(provider, known)}; "
             f"re-plan with --provider one of {', '.join(known)}"
@@ -51,6 +51,7 @@ def sky_gpu(gpu: str, cloud: str) -> str:
 
 
 def all_clouds() -> set[str]:
+    """Every SkyPilot cloud a provider maps to: what `require_cloud` offers when a provider has none."""
     return set(_table()["clouds"].values())
 
 
