@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -75,6 +76,9 @@ def test_kv_cache_that_cannot_hold_a_generation_call_is_refused(tiny, fake_step)
     line = kv_refusal(mem, setup, "T4", t4.memory_bytes)
     assert line and "vllm_gpu_memory_utilization" in line and "8 sequences" in line
     assert fit_problem(mem, setup, "T4", t4.memory_bytes) == line
+    suggested = float(re.search(r"raise vllm_gpu_memory_utilization to ([0-9.]+)", line).group(1))
+    enough = dataclasses.replace(setup, vllm_gpu_memory_utilization=suggested)  # what the line says to do works
+    assert kv_refusal(estimate_grpo_memory(enough, t4.memory_bytes), enough, "T4", t4.memory_bytes) is None
     roomy = dataclasses.replace(setup, vllm_gpu_memory_utilization=0.9)
     assert estimate_grpo_memory(roomy, 200 * GIB).kv_capacity_bytes >= mem.kv_needed_bytes
 

@@ -11,6 +11,7 @@ sized apart. Constants: data/grpo.yaml.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from cheaptune.estimate.grpo_setup import GrpoSetup, constants, generator_weight
 
 GIB = 2**30
 GATHERED = ("zero3", "fsdp")  # shardings that split a frozen reference copy over the GPUs too
+MAX_UTILIZATION = 0.95  # the most of a GPU a refusal suggests giving vLLM (the CUDA context and trainer need some)
 
 
 @dataclass
@@ -116,13 +118,14 @@ def kv_refusal(mem: GrpoMemory, setup: GrpoSetup, gpu_name: str, gpu_memory_byte
                  + int(constants()["workspace_bytes"])) / gpu_memory_bytes
     fits = max(0, mem.kv_capacity_bytes) // max(1, setup.seq_len * mem.kv_bytes_per_token)
     where = "the vLLM server's" if setup.server else "colocated vLLM's"
+    key = "trl vllm-serve's --gpu_memory_utilization" if setup.server else "vllm_gpu_memory_utilization"
+    raise_it = (f"raise {key} to {math.ceil(need_util * 100) / 100:.2f}, " if need_util <= MAX_UTILIZATION
+                else f"even {MAX_UTILIZATION:.0%} of the GPU would not hold them: ")
     return (f"{where} share of the {gpu_name} ({util:.2f} x {gpu_memory_bytes / GIB:.0f} GiB) holds the KV cache "
-            f"of {fits} of the {mem.engine_batch} sequences of one generation call ({setup.num_generations} "
-            f"generations x {setup.seq_len} tokens each need {mem.kv_needed_bytes / GIB:.2f} GiB, "
-            f"{max(0, mem.kv_capacity_bytes) / GIB:.2f} GiB left after the weights): raise "
-            f"vllm_gpu_memory_utilization to {min(need_util, 0.95):.2f}"
-            f"{'' if need_util < 0.95 else ' (more than the GPU allows)'}, lower the micro-batch, num_generations "
-            "or max_completion_length, or generate on a vllm-server")
+            f"of {fits} of the {mem.engine_batch} sequences of one generation call ({mem.engine_batch} x "
+            f"{setup.seq_len} tokens need {mem.kv_needed_bytes / GIB:.2f} GiB, {max(0, mem.kv_capacity_bytes) / GIB:.2f} "
+            f"GiB are left after the weights): {raise_it}lower the micro-batch, num_generations or "
+            "max_completion_length, or generate on a vllm-server")
 
 
 def fit_problem(mem: GrpoMemory, setup: GrpoSetup, gpu_name: str, gpu_memory_bytes: int,
@@ -133,9 +136,13 @@ def fit_problem(mem: GrpoMemory, setup: GrpoSetup, gpu_name: str, gpu_memory_byt
         return kv
     budget = gpu_memory_bytes * (1 - headroom)
     if mem.total_bytes > budget:
-        share = " (vLLM's share included)" if "vllm weights" in mem.parts else ""
+        colocated = "vllm weights" in mem.parts
+        req = setup.request
+        fixes = [x for x, on in (("lower vllm_gpu_memory_utilization", colocated), ("the micro-batch", req.micro_batch > 1),
+                                 ("turn on gradient checkpointing", not req.grad_ckpt),
+                                 ("use LoRA", req.method == "full")) if on]
+        share = " (vLLM's share included)" if colocated else ""
         return (f"a GRPO step needs {mem.total_bytes / GIB:.1f} GiB per training GPU{share}, over the "
-                f"{budget / GIB:.1f} GiB a {gpu_name} gives with {headroom:.0%} headroom: lower "
-                f"vllm_gpu_memory_utilization or the micro-batch, turn on gradient checkpointing, use LoRA, or a "
-                "larger GPU")
+                f"{budget / GIB:.1f} GiB a {gpu_name} gives with {headroom:.0%} headroom: "
+                f"{', '.join(fixes + ['use a larger GPU'])}")
     return None
