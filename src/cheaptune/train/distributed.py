@@ -222,36 +222,6 @@ def sharded_checkpoint_problem(ckpt: Path, world_size: int) -> str | None:
     return None
 
 
-def save_checkpoint_all_ranks(trainer, model: Any, trial: Any) -> None:
-    """AtomicCheckpoints._save_checkpoint for any world size: every rank writes its part (rng_state_{rank},
-    FSDP shards) into the one staging folder between barriers; only the main process clears, publishes
-    and prunes. With one process it does exactly what the single-GPU save does."""
-    import time
-
-    from cheaptune.train import checkpoints as ck
-    from cheaptune.train.trainer import AtomicCheckpoints
-
-    start = time.monotonic()
-    root, main = trainer.checkpoint_root, trainer.args.should_save
-    if main:
-        ck.clear_staging(root)
-    trainer.accelerator.wait_for_everyone()
-    trainer._staging = True
-    try:
-        super(AtomicCheckpoints, trainer)._save_checkpoint(model, trial)
-    finally:
-        trainer._staging = False
-    trainer.accelerator.wait_for_everyone()
-    final = root / f"checkpoint-{trainer.state.global_step}"
-    if main:
-        final = ck.publish(ck.staging_dir(root) / final.name, root)
-        ck.clear_staging(root)
-        ck.apply_retention(root, ck.Retention(trainer.keep_last))
-    trainer.accelerator.wait_for_everyone()
-    trainer.last_checkpoint = final
-    trainer.last_save_seconds = time.monotonic() - start
-
-
 def any_rank(flag: bool) -> bool:
     """True on every rank when it is True on any rank (one all-reduce; plain value when not distributed)."""
     import torch

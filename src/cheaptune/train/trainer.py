@@ -6,6 +6,7 @@ we only change where a checkpoint is written (a staging folder, then one rename)
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,6 @@ from cheaptune.estimate.policy import DEFAULT_OPTIMIZER, hf_optim
 from cheaptune.train import checkpoints as ck
 from cheaptune.train import speedups
 from cheaptune.train.config import TrainConfig
-from cheaptune.train.distributed import save_checkpoint_all_ranks
 from cheaptune.train.methods import Precision
 from cheaptune.train.tracking import resolve_report_to
 
@@ -39,9 +39,29 @@ class AtomicCheckpoints:
         return super()._get_output_dir(trial)
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
-        # Every rank writes its part into staging between barriers; the main process publishes.
+        """Any world size: every rank writes its part (rng_state_{rank}, FSDP shards) into the one staging
+        folder between barriers; only the main process clears, publishes and prunes. With one process it
+        does exactly what the single-GPU save does."""
         with ck.no_space_stops(self.checkpoint_root, self.state.global_step):
-            return save_checkpoint_all_ranks(self, model, trial)
+            start = time.monotonic()
+            root, main = self.checkpoint_root, self.args.should_save
+            if main:
+                ck.clear_staging(root)
+            self.accelerator.wait_for_everyone()
+            self._staging = True
+            try:
+                super()._save_checkpoint(model, trial)
+            finally:
+                self._staging = False
+            self.accelerator.wait_for_everyone()
+            final = root / f"checkpoint-{self.state.global_step}"
+            if main:
+                final = ck.publish(ck.staging_dir(root) / final.name, root)
+                ck.clear_staging(root)
+                ck.apply_retention(root, ck.Retention(self.keep_last))
+            self.accelerator.wait_for_everyone()
+            self.last_checkpoint = final
+            self.last_save_seconds = time.monotonic() - start
 
 
 class AtomicSFTTrainer(AtomicCheckpoints, SFTTrainer):
