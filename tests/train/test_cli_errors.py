@@ -109,3 +109,16 @@ def test_missing_dataset_is_said_before_torch_is_imported(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert out.stdout.split() == ["2", "False"], out.stdout + out.stderr
     assert "dataset nosuch.jsonl not found" in out.stderr
+
+
+def test_a_hub_error_fetching_the_config_is_one_line(run_cli, monkeypatch, online_without_cache, chat_file, tmp_path):
+    import cheaptune.catalog.models as models
+
+    def lost(repo_id):
+        raise OSError("connection reset")  # the probe connected, the download did not finish
+
+    monkeypatch.setattr(models, "_hub_config", lost)
+    code, _, err = run_cli("train", "--model", "owner/model", "--data", str(chat_file), "-o", str(tmp_path / "o"))
+    assert code == 2 and err.strip().splitlines() == [
+        "error: model owner/model: cannot fetch its config.json from the hub (OSError); try again, or pass a local "
+        "folder holding config.json and the weights (what save_pretrained writes)"]

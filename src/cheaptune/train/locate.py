@@ -48,7 +48,12 @@ def check_base_model(name: str) -> None:
 def _fetch_config(repo_id: str, cache: str) -> None:
     """config.json from the hub, one quick connect first: unreachable, the hub client would retry for half a
     minute and transformers end in a long traceback; a missing or gated repo is said in one line too."""
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+    )
 
     from cheaptune.catalog.models import _hub_config
 
@@ -63,6 +68,9 @@ def _fetch_config(repo_id: str, cache: str) -> None:
     except RepositoryNotFoundError:
         raise BadInput(f"model {repo_id} is not on the hub (or is private: set HF_TOKEN); check the id "
                        f"or {FOLDER_HINT}") from None
+    except (HfHubHTTPError, EntryNotFoundError, OSError) as err:  # no config.json there, a hub error, a lost link
+        raise BadInput(f"model {repo_id}: cannot fetch its config.json from the hub ({type(err).__name__}); "
+                       f"try again, or {_folder_hint(repo_id)}") from None
 
 
 def _folder_hint(repo_id: str) -> str:
