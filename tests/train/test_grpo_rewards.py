@@ -98,3 +98,31 @@ def test_bad_grpo_settings_are_one_line(raw, problem):
 def test_beta_defaults_per_objective():
     assert validate({"objective": "grpo", "reward": "json", "micro_batch_size": 8}).beta == 0.0
     assert validate({"objective": "dpo"}).beta == 0.1
+
+
+def test_reward_files_are_read_from_the_config_folder(tmp_path, monkeypatch):
+    from cheaptune.train.config import build
+
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    (folder / "mine.py").write_text("def reward(prompts, completions, **columns):\n    return [0.0]\n")
+    (folder / "c.yaml").write_text("objective: grpo\nmicro_batch_size: 8\nreward:\n  - name: mine.py\n    weight: 2\n"
+                                   "  - json\n")
+    monkeypatch.chdir(tmp_path)  # not the config's folder
+    cfg = build(folder / "c.yaml")
+    assert [(s.name, s.weight) for s in cfg.reward_specs()] == [(str(folder / "mine.py"), 2.0), ("json", 1.0)]
+    assert cfg.model_copy(update={"reward": "mine.py"}).reward_specs()[0].name == "mine.py"  # a flag: as typed
+
+
+def test_demo_scores_held_out_prompts_with_the_run_rewards(tiny_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cheaptune.demo.grpo import mean_rewards
+
+    cfg = validate({"objective": "grpo", "micro_batch_size": 8, "max_completion_length": 4,
+                    "reward": [{"name": "length", "weight": 2.0}, "exact_match"], "reward_target_length": 2})
+    rows = [{"prompt": [{"role": "user", "content": f"What is {i} plus {i}?"}], "answer": str(2 * i)} for i in range(2)]
+    means = mean_rewards(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+                         AutoTokenizer.from_pretrained(tiny_model_dir), rows, cfg)
+    assert -1.0 <= means["length"] <= 0 and means["exact_match"] == 0.0  # a random tiny model answers nothing right
+    assert means["total"] == pytest.approx(2 * means["length"])
