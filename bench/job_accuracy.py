@@ -104,7 +104,7 @@ def evaluate(jobs: list[dict], through: list[dict], grid: dict = ta.GRID) -> tup
         except (BadInput, KeyError, ValueError) as err:
             skipped.append({"id": row["id"], "why": f"{type(err).__name__}: {err}"[:160]})
             continue
-        lo, mid, hi, why = intervals.time_band(resolve_gpu(row["gpu"]), row["method"], p["gpus"])
+        lo, mid, hi, why = intervals.time_band(resolve_gpu(row["gpu"]), row["method"], p["gpus"], stack=stack)
         measured = float(row["wall_s"])
         out.append({"id": row["id"], "source": row["source"], "stack": row["stack"], "model": row["model"],
                     "method": row["method"], "gpu": row["gpu"], "gpus": p["gpus"], "measured": measured,

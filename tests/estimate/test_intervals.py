@@ -10,8 +10,9 @@ from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.estimate import intervals
 
 
-def rows(board: str, method: str, gpus: int, ratios) -> list[dict]:
-    return [{"board_class": board, "method": method, "gpus": gpus, "log_time_ratio": math.log(r)} for r in ratios]
+def rows(board: str, method: str, gpus: int, ratios, stack: str = "hf") -> list[dict]:
+    return [{"board_class": board, "method": method, "gpus": gpus, "stack": stack, "log_time_ratio": math.log(r)}
+            for r in ratios]
 
 
 SPREAD = [0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 0.95, 1.05, 1.15, 1.25]
@@ -28,9 +29,17 @@ def test_a_job_no_row_supports_gets_a_wider_band_and_says_why():
     data = rows("a100", "lora", 1, SPREAD) + rows("a100", "full", 8, SPREAD)
     lo1, _, hi1, _ = intervals.log_band(data, "a100", "lora", 1)
     lo, _, hi, why = intervals.log_band(data, "geforce", "qlora", 1)  # no GeForce rows: any board, adapter, 1 GPU
-    assert hi - lo > hi1 - lo1 and "no 5 public rows for geforce qlora" in why and "widened x1.25" in why
+    assert hi - lo > hi1 - lo1 and "no 5 hf rows for geforce qlora" in why and "widened x1.25" in why
     _, _, _, why8 = intervals.log_band(data, "geforce", "lora", 2)  # no adapter rows on 2-4 GPUs either
-    assert "any board, adapter" in why8 and "x1.56" in why8
+    assert "any stack, any board, adapter" in why8 and "x2.44" in why8
+
+
+def test_another_stacks_rows_count_only_after_the_plans_own_and_widened():
+    data = rows("a100", "full", 8, [1.0] * 10, stack="torchtitan") + rows("a100", "full", 8, SPREAD)
+    assert "from 10 held-out public rows (hf rows" in intervals.log_band(data, "a100", "full", 8)[3]
+    other = rows("a100", "full", 8, [1.0] * 10, stack="torchtitan")
+    lo, _, hi, why = intervals.log_band(other, "a100", "full", 8)
+    assert "any stack's rows" in why and "widened x1.56" in why and hi - lo >= 2 * 0.05 * 1.56 - 1e-9
 
 
 def test_board_classes():
