@@ -1,6 +1,8 @@
-"""accelerate config files, relaunch argument lists, SkyPilot rendezvous, sharded-checkpoint completeness."""
+"""accelerate config files, relaunch argument lists, sharded-checkpoint completeness."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 from accelerate.commands.config.config_args import ClusterConfig
@@ -9,8 +11,7 @@ from accelerate.commands.launch import launch_command_parser
 from cheaptune.errors import BadInput
 from cheaptune.train import distributed as d
 
-SKY = {"SKYPILOT_NODE_IPS": "10.0.0.4\n10.0.0.5\n", "SKYPILOT_NODE_RANK": "1", "SKYPILOT_NUM_NODES": "2",
-       "SKYPILOT_NUM_GPUS_PER_NODE": "8"}
+NODES = d.Nodes(num_nodes=2, node_rank=1, gpus_per_node=8, master_addr="10.0.0.4")  # node 1 of a 2 x 8-GPU job
 
 
 def _launch_options() -> set[str]:
@@ -21,8 +22,7 @@ def _launch_options() -> set[str]:
                                                    ("fsdp", True, "FSDP"), ("zero2", True, "DEEPSPEED"),
                                                    ("zero3", False, "DEEPSPEED")])
 def test_config_loads_with_accelerates_own_loader(tmp_path, sharding, offload, kind):
-    nodes = d.nodes_from_skypilot(SKY)
-    path = d.write_accelerate_config(tmp_path, d.accelerate_config(sharding, nodes, offload=offload))
+    path = d.write_accelerate_config(tmp_path, d.accelerate_config(sharding, NODES, offload=offload))
     assert path.name == d.CONFIG_NAME and not list(tmp_path.glob(".*.tmp"))
     loaded = ClusterConfig.from_yaml_file(path)  # raises on unknown top-level keys
     assert loaded.distributed_type.value == kind
@@ -46,23 +46,13 @@ def test_bad_sharding_is_one_line():
         assert "\n" not in str(err.value)
 
 
-def test_torchrun_args_from_a_fake_skypilot_environment():
-    argv = d.torchrun_argv(d.nodes_from_skypilot(SKY, port=29555), ["--model", "m", "-o", "out dir"],
-                           python="/py")
+def test_torchrun_args_for_a_two_node_layout():
+    argv = d.torchrun_argv(replace(NODES, port=29555), ["--model", "m", "-o", "out dir"], python="/py")
     assert argv[:3] == ["/py", "-m", "torch.distributed.run"]
     for flag in ("--nnodes=2", "--nproc_per_node=8", "--node_rank=1", "--master_addr=10.0.0.4",
                  "--master_port=29555"):
         assert flag in argv
     assert argv[-7:] == ["-m", "cheaptune", "train", "--model", "m", "-o", "out dir"]  # no shell quoting needed
-
-
-@pytest.mark.parametrize("change", [{"SKYPILOT_NUM_NODES": "3"}, {"SKYPILOT_NODE_RANK": "two"},
-                                    {"SKYPILOT_NODE_RANK": "2"}, {"SKYPILOT_NODE_IPS": ""},
-                                    {"SKYPILOT_NUM_GPUS_PER_NODE": "0"}])
-def test_broken_skypilot_environment_is_bad_input(change):
-    with pytest.raises(BadInput) as err:
-        d.nodes_from_skypilot({**SKY, **change})
-    assert "\n" not in str(err.value)
 
 
 def test_relaunch_drops_gpus_and_children_do_not_relaunch(tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cheaptune.train import checkpoints as ck
+from cheaptune.train import resume
 from cheaptune.train.distributed import sharded_checkpoint_problem
 from tests.train.conftest import HOOKS
 
@@ -52,7 +53,7 @@ def test_ddp_kill_and_resume_matches_uninterrupted_run(tiny_model_dir, tmp_path)
     out = tmp_path / "killed" / "out"
     log = tmp_path / "killed.log"
     assert _torchrun(tiny_model_dir, data, out, log, CHEAPTUNE_TEST_KILL_AT_STEP="5") != 0
-    newest = ck.newest_valid(out)
+    newest = resume.choose("auto", out)
     assert newest is not None and ck.step_of(newest) == 4
     assert sharded_checkpoint_problem(newest, world_size=2) is None  # both ranks' rng states are in it
     assert not (out / "training_summary.json").exists()

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from cheaptune.train import checkpoints as ck
+from cheaptune.train import resume
 
 
 def _fake(root, step, eval_loss=None):
@@ -29,14 +30,14 @@ def test_publish_verify_and_detect_corruption(tmp_path):
     assert "missing" in ck.verify(c)
 
 
-def test_newest_valid_skips_corrupt_and_unmanifested(tmp_path):
+def test_resume_auto_skips_corrupt_and_unmanifested(tmp_path, capsys):
     _fake(tmp_path, 2)
     _fake(tmp_path, 4)
     (tmp_path / "checkpoint-4" / ck.MANIFEST).write_text("{")  # torn manifest
     (tmp_path / "checkpoint-6").mkdir()  # a folder some other tool left, no manifest
-    warnings = []
-    assert ck.newest_valid(tmp_path, warn=warnings.append) == tmp_path / "checkpoint-2"
-    assert len(warnings) == 2 and "checkpoint-6" in warnings[0]
+    assert resume.choose("auto", tmp_path) == tmp_path / "checkpoint-2"
+    warnings = capsys.readouterr().out.splitlines()
+    assert len(warnings) == 2 and "checkpoint-6" in warnings[0] and "checkpoint-4" in warnings[1]
 
 
 def test_republish_same_step_replaces(tmp_path):

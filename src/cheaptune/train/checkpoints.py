@@ -77,16 +77,6 @@ def list_checkpoints(root: Path) -> list[Path]:
     return sorted(found, key=lambda p: step_of(p) or 0)
 
 
-def newest_valid(root: Path, warn=log.warning) -> Path | None:
-    """The newest checkpoint that verifies; corrupt ones are skipped with a warning."""
-    for ckpt in reversed(list_checkpoints(root)):
-        problem = verify(ckpt)
-        if problem is None:
-            return ckpt
-        warn(f"skipping {ckpt}: {problem}")
-    return None
-
-
 def staging_dir(root: Path) -> Path:
     return root / STAGING
 

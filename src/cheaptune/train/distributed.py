@@ -3,9 +3,9 @@
 We write no distributed runtime: accelerate launches the processes and wraps the model as its config
 says, HF Trainer saves and resumes sharded state, SkyPilot provides the nodes. What we add: the
 accelerate config file for a planned sharding, the argument lists that relaunch `python -m
-cheaptune train ...` under `accelerate launch` or torchrun (never a shell string), the rendezvous
-from SkyPilot's environment variables, one stop decision shared by every rank, and a check that a
-sharded checkpoint holds every rank's files before resume trusts it.
+cheaptune train ...` under `accelerate launch` or torchrun (never a shell string), one stop decision
+shared by every rank, and a check that a sharded checkpoint holds every rank's files before resume
+trusts it.
 """
 
 from __future__ import annotations
@@ -38,27 +38,6 @@ class Nodes:
     gpus_per_node: int = 1
     master_addr: str = "127.0.0.1"
     port: int = DEFAULT_PORT
-
-
-def _int_env(env: Mapping[str, str], key: str) -> int:
-    raw = env.get(key, "")
-    if not raw.strip().isdigit():
-        raise BadInput(f"{key}={raw!r} is not a whole number; run under SkyPilot or set {key}")
-    return int(raw)
-
-
-def nodes_from_skypilot(env: Mapping[str, str] | None = None, port: int = DEFAULT_PORT) -> Nodes:
-    """The node layout SkyPilot exports to every node of a `num_nodes` task."""
-    env = os.environ if env is None else env
-    ips = [ip.strip() for ip in env.get("SKYPILOT_NODE_IPS", "").splitlines() if ip.strip()]
-    n, rank = _int_env(env, "SKYPILOT_NUM_NODES"), _int_env(env, "SKYPILOT_NODE_RANK")
-    gpus = _int_env(env, "SKYPILOT_NUM_GPUS_PER_NODE")
-    if not ips or len(ips) != n:
-        raise BadInput(f"SKYPILOT_NODE_IPS lists {len(ips)} addresses for SKYPILOT_NUM_NODES={n}; "
-                       "run the command inside the SkyPilot task")
-    if rank >= n or gpus < 1:
-        raise BadInput(f"SKYPILOT_NODE_RANK={rank} / SKYPILOT_NUM_GPUS_PER_NODE={gpus} do not fit {n} nodes")
-    return Nodes(n, rank, gpus, ips[0], port)
 
 
 def is_child(env: Mapping[str, str] | None = None) -> bool:
