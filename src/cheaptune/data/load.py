@@ -11,6 +11,7 @@ from typing import Any
 import cheaptune.data.formats as formats
 import cheaptune.data.preference as preference
 import cheaptune.data.prompts as prompts
+import cheaptune.data.unpaired as unpaired
 from cheaptune.data.formats import RowProblem, kind
 from cheaptune.data.readers import iter_rows
 from cheaptune.errors import BadInput
@@ -57,6 +58,7 @@ _SFT = _Family(formats.resolve_format, formats.detect, formats.normalize, lambda
 _PREFERENCE = _Family(preference.resolve_format, preference.detect, preference.normalize,
                       lambda fmt, row: preference.shape(row), preference.features)
 _PROMPTS = _Family(prompts.resolve_format, prompts.detect, prompts.normalize, prompts.shape, prompts.features)
+_UNPAIRED = _Family(unpaired.resolve_format, unpaired.detect, unpaired.normalize, unpaired.shape, unpaired.features)
 
 
 def load_dataset_rows(path: str | os.PathLike, fmt: str = "auto", skip_bad_rows: bool = False,
@@ -70,7 +72,7 @@ def load_dataset_rows(path: str | os.PathLike, fmt: str = "auto", skip_bad_rows:
     """
     from datasets import Dataset, concatenate_datasets
 
-    family = {"sft": _SFT, "grpo": _PROMPTS}.get(objective, _PREFERENCE)
+    family = {"sft": _SFT, "grpo": _PROMPTS, "kto": _UNPAIRED}.get(objective, _PREFERENCE)
     chosen = family.resolve(fmt)
     first_shape: str | None = None
     parts: list[Any] = []
