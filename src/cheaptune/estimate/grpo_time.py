@@ -27,6 +27,7 @@ from typing import Any
 from cheaptune.estimate import scaling
 from cheaptune.estimate import throughput as tp
 from cheaptune.estimate.grpo_setup import GrpoSetup, constants, generator_weight_bytes, kv_bytes_per_token
+from cheaptune.estimate.policy import compute_dtype
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,7 @@ class GrpoTime:
 
 
 def _precision(req: Any, gpu: Any) -> str:
-    if req.precision == "fp32":
-        return "fp32"
-    return "bf16" if getattr(gpu, "bf16", False) and not (req.precision or "").startswith("fp16") else "fp16"
+    return compute_dtype(req.precision, getattr(gpu, "bf16", False))
 
 
 def _rate(gpu: Any, precision: str, tokens: int, hidden: int, table: dict, stack: str) -> float:

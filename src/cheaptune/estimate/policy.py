@@ -82,6 +82,14 @@ def training_precision(method: str, gpu_bf16: bool) -> str:
     return DEFAULT_PRECISION[method] if gpu_bf16 else NO_BF16_PRECISION
 
 
+def compute_dtype(precision: str | None, gpu_bf16: bool) -> str:
+    """The dtype a run's matmuls use at a training precision on a board, for the time model: fp32 at fp32,
+    else the half type, bf16 where the board has it and the precision is not fp16 (None: the default)."""
+    if precision == "fp32":
+        return "fp32"
+    return "bf16" if gpu_bf16 and not (precision or "").startswith("fp16") else "fp16"
+
+
 def hf_optim(optimizer: str = DEFAULT_OPTIMIZER, device: str = "cuda") -> str:
     """The HF `optim` name for one of our optimizer names (`adamw_8bit` spelling accepted too)."""
     return HF_OPTIM[device][optimizer.replace("_", "-")]

@@ -21,6 +21,7 @@ import yaml
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate import scaling
+from cheaptune.estimate.policy import compute_dtype
 
 DATA = Path(__file__).parent / "data" / "steptime.yaml"
 CAUSAL_FRACTION = 0.5  # a causal mask computes half of the seq x seq score matrix
@@ -272,8 +273,7 @@ def step_time_for(req: Any, trainable_params: int, gpu: Any, gpus_per_node: int 
     from cheaptune.estimate.memory import model_config
 
     cfg, _ = model_config(req.model)
-    precision = "fp32" if req.precision == "fp32" else ("bf16" if getattr(gpu, "bf16", False) and
-                                                       not (req.precision or "").startswith("fp16") else "fp16")
+    precision = compute_dtype(req.precision, getattr(gpu, "bf16", False))
     job = Job(ModelShape.from_config(cfg, count_params(cfg)), req.method, req.seq_len, req.micro_batch,
               req.grad_ckpt, trainable_params, grad_accum, precision, req.attn, req.objective,
               reference_passes(req.objective, req.precompute_ref, epochs), stack_for(req.trainer))

@@ -18,6 +18,7 @@ from cheaptune.catalog.interruption import priced_rate
 from cheaptune.estimate import cost as money
 from cheaptune.estimate.ceilings import capped
 from cheaptune.estimate.intervals import time_band
+from cheaptune.estimate.policy import compute_dtype
 from cheaptune.estimate.scaling import Layout
 from cheaptune.estimate.speedups import describe, describe_unmeasured, for_gpu
 from cheaptune.estimate.spot import spot_overhead
@@ -171,7 +172,7 @@ def other_stack_line(best: Option, workload: Workload, shape: ModelShape, consts
 
 
 def precision_for(gpu: Any) -> str:
-    return "bf16" if getattr(gpu, "bf16", False) else "fp16"
+    return compute_dtype(None, getattr(gpu, "bf16", False))
 
 
 def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, consts: dict[str, float],
@@ -181,7 +182,7 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
     is whose trainer runs it (steptime.yaml stacks; cheaptune's own by default)."""
     fit, gpu, nodes = gf.fit, gf.gpu, gf.nodes
     micro, accum = planned_micro(fit.micro_batch, workload.effective_batch, gf.gpus)
-    precision = precision_for(gpu)
+    precision = compute_dtype(run_precision(gf.method, gpu), getattr(gpu, "bf16", False))
     job = Job(shape, gf.method, workload.seq_len, micro, fit.grad_ckpt, fit.trainable_params, accum, precision,
               objective=workload.objective,
               reference=reference_passes(workload.objective, fit.precompute_ref, workload.epochs), stack=stack)
