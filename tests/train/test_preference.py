@@ -76,7 +76,7 @@ def test_dpo_reference_is_what_the_estimate_simulates(tiny_model_dir, pairs_file
 
 @pytest.mark.parametrize("raw, problem", [
     ({"objective": "dpo", "method": "ia3"}, "objective dpo trains full, lora, qlora, dora; not ia3"),
-    ({"rl": "kto"}, "objective"),
+    ({"rl": "ppo"}, "objective"),
     ({"rl": "dpo", "lora_targets": "all-linear,lm_head"}, "drop lm_head"),
     ({"objective": "orpo", "beta": 0}, "beta"),
 ])

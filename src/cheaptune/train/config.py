@@ -42,8 +42,8 @@ class TrainConfig(GrpoFields, BaseModel):
 
     base_model: str | None = Field(None, validation_alias=AliasChoices("base_model", "model_name_or_path", "model"))
     method: Method | None = Field(None, description="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning")
-    objective: Literal["sft", "dpo", "orpo", "grpo"] = Field("sft", validation_alias=AliasChoices("objective", "rl"),
-                                                             description="sft | dpo | orpo | grpo (Axolotl's rl)")
+    objective: Literal["sft", "dpo", "orpo", "kto", "grpo"] = Field(
+        "sft", validation_alias=AliasChoices("objective", "rl"), description="sft | dpo | orpo | kto | grpo (Axolotl's rl)")
     beta: float | None = Field(None, ge=0, validation_alias=AliasChoices("beta", "rl_beta", "orpo_alpha"),
                                description="dpo: strength of the pull to the reference (default 0.1); orpo: weight "
                                "of the odds-ratio term (0.1); grpo: KL weight, a reference model only above 0 (0)")
@@ -150,8 +150,11 @@ class TrainConfig(GrpoFields, BaseModel):
             self.lora_targets = "all-linear"
         if self.beta is None:
             self.beta = 0.0 if self.objective == "grpo" else 0.1
-        if self.objective in ("dpo", "orpo") and self.beta <= 0:
+        if self.objective in ("dpo", "orpo", "kto") and self.beta <= 0:
             raise ValueError(f"objective {self.objective} needs beta above 0 (got {self.beta})")
+        if self.objective == "kto" and self.micro_batch_size < 2:
+            raise ValueError("objective kto needs micro_batch_size 2 or more: trl estimates its KL term from the "
+                             "other completions of a micro-batch")
         if self.objective != "sft" and self.method not in PREFERENCE_METHODS:
             raise ValueError(f"objective {self.objective} trains {', '.join(PREFERENCE_METHODS)}; "
                              f"not {self.method}")

@@ -123,6 +123,8 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
 
     if cfg.objective == "grpo":
         from cheaptune.train.grpo import build_grpo_trainer as build
+    elif cfg.objective == "kto":
+        from cheaptune.train.kto import build_kto_trainer as build
     else:
         build = build_trainer if cfg.objective == "sft" else build_preference_trainer
     prec = resolve_precision(cfg)
