@@ -44,7 +44,7 @@ def train(
     data: list[str] = typer.Option(None, "--data", help="Dataset file or folder (repeatable); replaces the config's."),
     data_format: str = typer.Option(None, "--format", help="Dataset format: auto, messages, sharegpt, alpaca, ..."),
     method: str = typer.Option(None, "--method", help="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning"),
-    objective: str = typer.Option(None, "--objective", help="sft (default) | dpo | orpo (preference pairs in --data) | grpo (prompts)."),
+    objective: str = typer.Option(None, "--objective", help="sft (default) | dpo | orpo (preference pairs in --data) | kto (rated completions) | grpo (prompts)."),
     reward: list[str] = typer.Option(None, "--reward", help="grpo: exact_match | numeric | regex | json | length | path/to/rewards.py (repeatable)."),
     answer_column: str = typer.Option(None, "--answer-column", help="grpo: the column exact_match/numeric compare with."),
     generations: int = typer.Option(None, "--generations", callback=bounded(2, 2**16), help="grpo: completions per prompt."),
