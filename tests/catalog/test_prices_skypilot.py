@@ -86,7 +86,7 @@ def test_real_catalog_files(shared_data, defaults):
         "fluidstack": "v6/fluidstack/vms.csv", "paperspace": "v6/paperspace/vms.csv",
     }
     r = {cloud: parse_vms_csv(root / rel, cloud, defaults) for cloud, rel in files.items()}
-    # GCP a2-highgpu-1g us-central1: host 0.73948 + accelerator 2.93391 (cloud_costs.md s1.5).
+    # GCP a2-highgpu-1g us-central1: host 0.73948 + accelerator 2.93391 (the gcp excerpt's two rows).
     (a100,) = by(r["gcp"], gpu="A100", gpu_count=1, region="us-central1", kind="on-demand")
     assert a100.price_per_hour == pytest.approx(3.67339)
     assert r["gcp"].dropped["700.0 placeholder price"] == 1

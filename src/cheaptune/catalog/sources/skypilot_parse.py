@@ -23,7 +23,9 @@ PLACEHOLDER_PRICE = 700.0
 MIB_PER_GIB = 1024
 MIN_PLAUSIBLE_GIB = 4.0  # below this GpuInfo memory is a unit mix-up (RunPod GB, Lambda per-GPU)
 GPU_COUNT_FIXES = {("azure", "Standard_ND96isr_H100_v5"): 8}
-# Boards SkyPilot names by family only (cloud_costs.md s7: Azure NC*ads_H100_v5 carry H100 NVL).
+# Boards SkyPilot names by family only: the NCads H100 v5 VMs "are powered by NVIDIA H100 NVL GPU"
+# (MicrosoftDocs/azure-docs@21f95353:articles/virtual-machines/sizes/gpu-accelerated/includes/
+# ncadsh100v5-series-summary.md, ms.date 07/31/2024).
 GPU_BOARD_FIXES = {("azure", "Standard_NC40ads_H100_v5"): "H100-NVL", ("azure", "Standard_NC80adis_H100_v5"): "H100-NVL"}
 # GCP accelerator (name, count) -> host machine type; {n} is the GPU count.
 GCP_HOSTS = {
