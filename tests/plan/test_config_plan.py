@@ -7,6 +7,7 @@ import json
 import pytest
 
 from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+from tests.helpers import differences
 
 AXOLOTL = """base_model: {model}
 model_type: LlamaForCausalLM
@@ -143,7 +144,7 @@ def test_a_cheaptune_config_plan_saves_what_train_then_runs(run_cli, tiny_model_
     cfg = build(None, plan_path, {"device": "cpu", "output_dir": str(tmp_path / "out")})
     assert [d.path for d in cfg.datasets] == [planned.dataset]
     ran = read_back(_built_trainer(tiny_model_dir, cfg))
-    assert ran.differences(t) == {"lora_targets": ("q_proj,v_proj", "qv")}  # qv, spelled out
+    assert differences(ran, t) == {"lora_targets": ("q_proj,v_proj", "qv")}  # qv, spelled out
     assert estimate_memory(t.request(planned.model)).device_total_bytes == planned.prediction.peak_vram_bytes
     assert build(config, plan_path, {})._plan_overrides == {}
 

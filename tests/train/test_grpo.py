@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 
 from cheaptune.train.config import validate
 from cheaptune.train.run import train
+from tests.helpers import differences
 from tests.train.conftest import write_jsonl
 
 ADAPTER = "adapter_model.safetensors"
@@ -130,4 +131,21 @@ def test_a_grpo_plan_runs_as_planned(tiny_model_dir, prompts_file, tmp_path):
                                  ds, None, fmt, [])
     ran = read_back(trainer)
     assert ran.rl == rl and ran.objective == "grpo"
-    assert set(ran.differences(planfile.load(plan).train)) <= {"lora_targets"}  # all-linear, spelled out
+    assert set(differences(ran, planfile.load(plan).train)) <= {"lora_targets"}  # all-linear, spelled out
+
+
+def test_sft_rows_serve_as_prompts_whatever_the_template(tiny_model_dir, chat_file, tmp_path):
+    """An SFT messages file trains GRPO: the replies are dropped, and a template without {% generation %}
+    markers does not send the rows down SFT's prompt/completion split (they hold no reply any more)."""
+    from transformers import AutoTokenizer
+
+    from cheaptune.train.chat import prepare_chat
+    from cheaptune.train.run import load_data
+
+    cfg = validate({"base_model": str(tiny_model_dir), "datasets": [{"path": str(chat_file), "type": "messages"}],
+                    "objective": "grpo", "reward": "length", "micro_batch_size": 8})
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tok.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    ds, _, fmt = prepare_chat(tok, *load_data(cfg))
+    assert fmt == "conversation" and ds.column_names == ["prompt"]
+    assert [t["role"] for t in ds[0]["prompt"]] == ["user"]

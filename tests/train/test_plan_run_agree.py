@@ -16,6 +16,7 @@ from cheaptune.plan import planfile
 from cheaptune.train.config import build
 from cheaptune.train.methods import Precision, build_model, resolve_precision
 from cheaptune.train.settings import read_back
+from tests.helpers import differences
 
 SEQ, MICRO = 64, 2
 
@@ -97,7 +98,7 @@ def test_a_preference_plan_runs_as_planned(tiny_model_dir, tmp_path, objective, 
     trainer = build_preference_trainer(cfg, prec, build_model(cfg, prec), AutoTokenizer.from_pretrained(
         tiny_model_dir), ds, None, fmt, [])
     ran = read_back(trainer)
-    assert set(ran.differences(planfile.load(plan).train)) <= {"lora_targets"}  # all-linear, spelled out
+    assert set(differences(ran, planfile.load(plan).train)) <= {"lora_targets"}  # all-linear, spelled out
     assert (ran.objective, ran.precompute_ref) == (objective, precompute)
     assert estimate_memory(ran.request(str(tiny_model_dir))).device_total_bytes == \
         planfile.load(plan).prediction.peak_vram_bytes

@@ -12,6 +12,7 @@ from cheaptune.train import speedups
 from cheaptune.train.config import validate
 from cheaptune.train.methods import Precision, load_model
 from cheaptune.train.settings import config_fields, from_config
+from tests.helpers import differences
 
 
 def cfg(**kw):
@@ -54,7 +55,7 @@ def test_plan_settings_reach_the_trainer_arguments():
     s = TrainSettings(method="lora", precision="bf16-mixed", liger_kernel=True, torch_compile=True)
     c = cfg(**{k: v for k, v in config_fields(s).items() if v is not None}, output_dir="/tmp/ct_speedups")
     assert c.liger_kernel and c.torch_compile
-    assert from_config(c, "bf16-mixed").differences(s) == {}
+    assert differences(from_config(c, "bf16-mixed"), s) == {}
     args = sft_config(c.model_copy(update={"liger_kernel": False}), Precision("cpu", "fp32"), "text", False)
     assert args.torch_compile is True and args.use_liger_kernel is False
 

@@ -113,11 +113,6 @@ class TrainSettings(BaseModel):
             objective="sft" if self.objective == "grpo" else self.objective,  # GRPO's policy step: rl.grpo_setup
         )
 
-    def differences(self, other: TrainSettings) -> dict[str, tuple[Any, Any]]:
-        """{field: (mine, theirs)} for every setting that differs."""
-        a, b = self.model_dump(), other.model_dump()
-        return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
-
 
 def for_gpu(method: str, gpu_bf16: bool, **fields: Any) -> TrainSettings:
     """Settings for `method` on a GPU with or without bf16: the policy's precision for that board."""
