@@ -79,7 +79,7 @@ def test_estimate_judges_a_gpu_on_its_calibrated_peak_and_says_so(capsys):
     gib = 2**30
     est = SimpleNamespace(inputs={"model": "m", "method": "lora"}, basis="test", breakdown={"weights": 60 * gib},
                           peak_allocated_bytes=60 * gib, peak_reserved_bytes=62 * gib, device_total_bytes=64 * gib,
-                          phase_peaks={}, total_params=1, trainable_params=1)
+                          phase_peaks={}, total_params=1, trainable_params=1, details={})
     gpu = resolve_gpu("A100-80GB")
     _render(est, [gpu], 0.10, {})
     assert " yes" in capsys.readouterr().out  # 64 GiB fits in 72 GiB

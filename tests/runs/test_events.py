@@ -39,7 +39,7 @@ def test_compare_takes_a_run_named_twice_once(run_cli):
     a = reg.start_run(name="a", model="m")
     a.finish("finished", eval_loss=1.0)
     rc, _, err = run_cli("compare", a.id, "a")
-    assert rc == 2 and "two or more different runs" in err and err.count("\n") == 1
+    assert rc == 2 and "two or more runs (got 1 different" in err and err.count("\n") == 1
     b = reg.start_run(name="b", model="m")
     b.finish("finished", eval_loss=2.0)
     import json

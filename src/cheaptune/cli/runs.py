@@ -105,7 +105,7 @@ def compare_cmd(
     reg = Registry()
     found = list({rec["id"]: rec for rec in (reg.get_run(r) for r in runs)}.values())  # one run named twice: once
     if len(found) < 2:
-        raise BadInput(f"compare needs two or more different runs (got {len(found)}: {', '.join(runs)}); "
+        raise BadInput(f"compare needs two or more runs (got {len(found)} different: {', '.join(runs)}); "
                        f"for one run use `cheaptune report {runs[0]}`")
     rows = compare_rows(found)
     written = plot_compare(rows, plot) if plot else None
