@@ -23,7 +23,7 @@ def test_prompt_and_messages_rows_keep_their_columns(tmp_path):
     assert d.fmt == "prompt" and d.dataset[:] == {"prompt": ["What is 2+2?", "What is 3+3?"], "answer": ["4", "6"]}
     sft = [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}], "id": 1}]
     d = load_dataset_rows(_file(tmp_path, sft), objective="grpo")
-    assert d.fmt == "messages" and d.dataset[0] == {"prompt": [{"role": "user", "content": "hi"}], "id": 1}
+    assert d.fmt == "conversation" and d.dataset[0] == {"prompt": [{"role": "user", "content": "hi"}], "id": 1}
 
 
 @pytest.mark.parametrize("rows, problem", [

@@ -7,8 +7,9 @@ kind), so a dataset has one Arrow schema and a row missing a column is a bad row
 
 Accepted layouts:
 - prompt: `prompt` as a string or a list of turns;
-- messages: `messages` turns; a final assistant turn (an SFT row's reply) is dropped, the prompt is the
-  turns before it, so an SFT file serves as GRPO prompts.
+- conversation: `messages` turns; a final assistant turn (an SFT row's reply) is dropped, the prompt is the
+  turns before it, so an SFT file serves as GRPO prompts. (Not named `messages`: the trainer reads that
+  format name as SFT rows still holding their replies.)
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from cheaptune.data.formats import RowProblem, json_object, kind, resolve_name, 
 
 SHAPES = {
     "prompt": '{"prompt": "..." or [{"role", "content"}], ...the columns your rewards read}',
-    "messages": '{"messages": [{"role": "user", "content": "..."}, ...], ...the columns your rewards read}',
+    "conversation": '{"messages": [{"role": "user", "content": "..."}, ...], ...the columns your rewards read}',
 }
-ALIASES = {"grpo": "prompt", "prompts": "prompt", "chat": "messages", "conversation": "messages"}
+ALIASES = {"grpo": "prompt", "prompts": "prompt", "chat": "conversation", "messages": "conversation"}
 RESERVED = ("completion", "completion_ids")  # trl fills these itself: a data column of that name would be lost
 
 
@@ -38,7 +39,7 @@ def detect(row: Mapping[str, Any]) -> str:
     if row.get("prompt") is not None:
         return "prompt"
     if row.get("messages") is not None:
-        return "messages"
+        return "conversation"
     raise RowProblem(f"unknown shape: keys {sorted(row)[:8]} have no 'prompt' or 'messages'; GRPO samples "
                      f"completions from prompts: {accepted_shapes()}")
 
