@@ -100,9 +100,9 @@ def train(
     import warnings
 
     started_at = _process_started() if _own_process(sys.argv) else None  # the meter's start (None: train begin)
-    # transformers' v6 renames (gradient_checkpointing -> activation_checkpointing, ...) warn on every run,
-    # about arguments trl passes, which the user can do nothing about
-    warnings.filterwarnings("ignore", message=r".*deprecated and will be removed in v6", category=FutureWarning)
+    # the stack's deprecation notices (transformers' v6 renames, past_key_values -> cache, ...) warn on every run
+    # about arguments trl and peft pass, which the user can do nothing about
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl|peft|accelerate|torch)(\.|$)")
 
     from cheaptune.errors import BadInput, CheaptuneError
     from cheaptune.train.config import build
