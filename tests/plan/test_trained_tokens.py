@@ -4,6 +4,7 @@ row costs 2,048 tokens at --seq-len 2048, not 2.5M (issue 33); and --skip-bad-ro
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -41,7 +42,8 @@ def test_the_plan_says_how_many_tokens_train_and_the_audit_prices_other_seq_lens
     assert "502,048 of them train (--seq-len 2048 cuts the rest)" in head
     assert any("the plan prices the 502,048 tokens per epoch that train" in x for x in r.audit)
     longer = next(x for x in r.audit if x.startswith("seq 2048 -> 4096"))
-    assert "dearer" in longer  # 4096 keeps 2,048 more tokens of the long row
+    other, base = (float(x) for x in re.search(r"\(\$([\d.]+) vs \$([\d.]+)\)", longer).groups())
+    assert other == pytest.approx(base, rel=0.1)  # 2,048 more tokens of the long row, not its 2.5M
 
 
 def test_skip_bad_rows_is_counted_in_the_plan(tmp_path):
