@@ -91,6 +91,8 @@ def _assert_readable_output(text: str) -> None:
     loss = done.split("final loss ")[1].split()[0]
     assert len(loss.replace(".", "").lstrip("0")) <= 4 and float(loss) > 0, done
     assert "(run " in done and "cheaptune report " in done
+    said = {ln.split()[1].rstrip(":") for ln in text.splitlines() if ln.startswith("run ") and "cheaptune report" in ln}
+    assert len(said) == 1 and f"(run {said.pop()}:" in done  # each segment said its run id first, the same one
 
 
 def test_kill_during_checkpoint_write_keeps_previous_usable(tiny_model_dir, chat_file, reference, tmp_path, capsys):

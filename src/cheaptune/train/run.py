@@ -160,6 +160,8 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
         if resume_from is not None:
             print(f"resuming from {resume_from}", flush=True)
     run = guardrails.open_run(cfg, resuming=resume_from is not None) if main else None
+    if run is not None:  # said first: a run stopped at a cap or preempted never reaches the done line
+        print(f"run {run.id}: `cheaptune report {run.id}` or `cheaptune ui` follows it", file=sys.stderr, flush=True)
     if run is not None and cfg._billed:
         run.event("billed_rate", cfg._billed)  # runs.billed.EVENT: the planned and billed rate, re-projected
     spend = root / ledger.FILE  # every rank reads it when resuming (they must agree on a refusal); main writes it
