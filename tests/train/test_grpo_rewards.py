@@ -126,3 +126,9 @@ def test_demo_scores_held_out_prompts_with_the_run_rewards(tiny_model_dir):
                          AutoTokenizer.from_pretrained(tiny_model_dir), rows, cfg)
     assert -1.0 <= means["length"] <= 0 and means["exact_match"] == 0.0  # a random tiny model answers nothing right
     assert means["total"] == pytest.approx(2 * means["length"])
+
+
+@pytest.mark.parametrize("objective", ["grpo", "kto"])
+def test_lm_head_adapter_is_refused_up_front(objective):
+    with pytest.raises(BadInput, match=f"trl's {objective.upper()} reads log-probs from the LM head"):
+        validate({"objective": objective, "reward": "json", "micro_batch_size": 8, "lora_targets": "qv,lm_head"})

@@ -158,8 +158,8 @@ class TrainConfig(GrpoFields, BaseModel):
         if self.objective != "sft" and self.method not in PREFERENCE_METHODS:
             raise ValueError(f"objective {self.objective} trains {', '.join(PREFERENCE_METHODS)}; "
                              f"not {self.method}")
-        if self.objective == "dpo" and "lm_head" in f"{self.lora_targets} {self.lora_target_modules}":
-            raise ValueError("trl's DPO reads log-probs from the LM head's weight, so an adapter on lm_head would "
+        if self.objective in ("dpo", "kto", "grpo") and "lm_head" in f"{self.lora_targets} {self.lora_target_modules}":
+            raise ValueError(f"trl's {self.objective.upper()} reads log-probs from the LM head's weight, so an adapter on lm_head would "
                              "never train; drop lm_head from the targets")
         return self
 
