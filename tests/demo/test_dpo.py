@@ -1,5 +1,5 @@
-"""`make demo-dpo` wiring on the tiny model: DPO trains through the CLI and the held-out margin is measured
-before and after; the margin itself is the chosen-minus-rejected reply log-probability."""
+"""`make demo-dpo` wiring on the tiny model: DPO trains through the CLI and the held-out margin rises; the margin
+itself is the chosen-minus-rejected reply log-probability."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from cheaptune.demo.run import EXAMPLES, main
 from cheaptune.errors import BadInput
 
 
-def test_dpo_demo_reports_margin_before_and_after(tiny_model_dir, tmp_path, capsys):
+def test_dpo_demo_raises_the_heldout_margin(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "out"
     code = main(["--objective", "dpo", "--model", str(tiny_model_dir), "--max-steps", "2",
                  "--output-dir", str(out)])
@@ -23,7 +23,11 @@ def test_dpo_demo_reports_margin_before_and_after(tiny_model_dir, tmp_path, caps
     assert summary["steps"] == 2 and summary["method"] == "lora"
     found = re.search(r"held-out margin: ([-+]\d+\.\d+) -> ([-+]\d+\.\d+) nats", text)
     assert found, text
-    assert found.group(1) != found.group(2)  # the trained adapter changed the margin
+    before, after = float(found.group(1)), float(found.group(2))
+    # Preference tuning worked: the held-out pairs' chosen reply gained on the rejected one. Measured with the
+    # fixed seeds (model 0, config 0): -79.305 -> -77.998 nats after 2 steps (-76.661 after 4); on the
+    # training pairs -99.559 -> -97.939.
+    assert after > before
 
 
 def test_margin_is_chosen_minus_rejected(tiny_model_dir):
