@@ -42,7 +42,7 @@ def read_yaml(path: Path) -> Any:
 
     text = read_text(path, "catalog file", "restore it or fix the path")
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml's: ~10x faster
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -103,6 +103,12 @@ def list_gpus(path: Path | None = None) -> list[GpuSpec]:
     return list(_load(Path(path or GPUS_FILE)))
 
 
+@lru_cache(maxsize=8)
+def _index_version(path: Path, version: tuple[int, int]) -> tuple[dict[str, str], dict[str, list[GpuSpec]]]:
+    """The name index of one version of the file, built once (a price file resolves a name per row)."""
+    return _index(_load_version(path, version))
+
+
 def _index(specs: tuple[GpuSpec, ...]) -> tuple[dict[str, str], dict[str, list[GpuSpec]]]:
     exact: dict[str, str] = {}
     by_key: dict[str, list[GpuSpec]] = {}
@@ -121,8 +127,8 @@ def normalize_gpu_name(raw: str, memory_gib: float | None = None, path: Path | N
     """
     if not raw or not raw.strip():
         return None
-    specs = _load(Path(path or GPUS_FILE))
-    exact, by_key = _index(specs)
+    file = Path(path or GPUS_FILE)
+    exact, by_key = _index_version(file, file_version(file))
     key, mem, form = _parse(raw)
     candidates = by_key.get(key, [])
     if memory_gib is None and mem is None and form is None and _compact(raw) in exact:
