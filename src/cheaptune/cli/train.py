@@ -152,16 +152,16 @@ def train(
     if data_format and not data:
         cfg = cfg.model_copy(update={"datasets": [d.model_copy(update={"type": data_format}) for d in cfg.datasets]})
     from cheaptune.data.readers import iter_rows
+    from cheaptune.train.preflight import preflight
 
+    if not child:
+        preflight(cfg, force)  # over budget: refused (exit 3) before the model is looked for or N processes start
     for d in cfg.datasets:  # a missing file or a folder named like one, said before transformers loads (lazy: reads nothing)
         iter_rows(d.path)
     from cheaptune.train.guardrails import guard_settings  # transformers: after the cheap checks above
-    from cheaptune.train.run import preflight
     from cheaptune.train.run import train as run_train
 
     guard_settings(cfg)  # bad guard-rail settings fail here, before any model loads
-    if not child:
-        preflight(cfg, force)  # over budget: refused (exit 3) before the model is looked for or N processes start
     if cfg.base_model:
         from cheaptune.train.locate import check_base_model
 

@@ -18,6 +18,7 @@ from cheaptune.train import checkpoints as ck
 from cheaptune.train import guardrails, oom, outputs
 from cheaptune.train import resume as rs
 from cheaptune.train.config import TrainConfig
+from cheaptune.train.preflight import preflight
 from cheaptune.train.tracking import resolve_report_to
 
 log = logging.getLogger(__name__)
@@ -68,17 +69,6 @@ def _spot_poller(cfg: TrainConfig, flag: Any):
 
     return make_poller(cfg.spot_notice, on_notice=lambda why: flag.set(why), url=cfg.spot_notice_url,
                        interval_s=cfg.spot_poll_seconds).start()
-
-
-def preflight(cfg: TrainConfig, force: bool = False) -> None:
-    """Refuse (Infeasible, exit 3) before any model loads when the plan's predicted cost is over the
-    budget; `force` starts anyway and the guard then stops the run at the cap. The guard re-projects
-    from the measured pace after the first steps."""
-    if cfg.budget_usd is None or cfg.price_per_hour is None or cfg.predicted_cost_usd is None:
-        return
-    from cheaptune.runs.meter import check_budget
-
-    check_budget(cfg.predicted_cost_usd, cfg.budget_usd, force)
 
 
 class _Finisher:
