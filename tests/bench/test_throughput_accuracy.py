@@ -66,3 +66,16 @@ def test_lora_targets_count_only_the_adapted_linears(bench):
     assert ta.lora_params(cfg, 1, "mlp") == ta.lora_params(cfg, 1, "gate,up,down") == 2 * 3 * 24
     assert ta.lora_params(cfg, 1, "") == ta.lora_params(cfg, 1, "all-linear")
     assert math.isclose(ta.lora_params(cfg, 2, "q"), 2 * ta.lora_params(cfg, 1, "q"))
+
+
+def test_coverage_widens_the_bands_by_a_factor_fitted_without_the_scored_source(bench):
+    ta = bench("throughput_accuracy")
+    results = [{"id": f"{s}{i}", "source": s, "gpu_arch_class": "a100", "method": "lora", "gpus": 1, "stack": "hf",
+                "measured": 100.0, "loso": 100.0 * f} for s, fs in (("a", (0.8, 1.0, 1.3, 1.1, 0.9, 1.6)),
+                                                                     ("b", (1.2, 0.7, 1.0, 1.05, 2.0, 0.95)),
+                                                                     ("c", (1.0, 1.1, 0.85, 1.4, 0.6, 1.0)))
+               for i, f in enumerate(fs)]
+    cov = ta.coverage(results)
+    assert cov["rows"] == 18 and cov["widen"] >= 1.0
+    assert cov["inside_p10_p90"] >= cov["inside_unwidened"]  # each fold's factor is >= 1: bands only grow
+    assert cov["widen"] == pytest.approx(ta.inflation(results), abs=1e-3)

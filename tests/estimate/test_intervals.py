@@ -11,8 +11,8 @@ from cheaptune.estimate import intervals
 
 
 def rows(board: str, method: str, gpus: int, ratios, stack: str = "hf") -> list[dict]:
-    return [{"board_class": board, "method": method, "gpus": gpus, "stack": stack, "log_time_ratio": math.log(r)}
-            for r in ratios]
+    return [{"board_class": board, "method": method, "gpus": gpus, "stack": stack, "source": f"s{i % 2}",
+             "log_time_ratio": math.log(r)} for i, r in enumerate(ratios)]
 
 
 SPREAD = [0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 0.95, 1.05, 1.15, 1.25]
@@ -29,7 +29,7 @@ def test_a_job_no_row_supports_gets_a_wider_band_and_says_why():
     data = rows("a100", "lora", 1, SPREAD) + rows("a100", "full", 8, SPREAD)
     lo1, _, hi1, _ = intervals.log_band(data, "a100", "lora", 1)
     lo, _, hi, why = intervals.log_band(data, "geforce", "qlora", 1)  # no GeForce rows: any board, adapter, 1 GPU
-    assert hi - lo > hi1 - lo1 and "no 5 hf rows for geforce qlora" in why and "widened x1.25" in why
+    assert hi - lo > hi1 - lo1 and "no 5 hf rows of 2+ sources for geforce qlora" in why and "widened x1.25" in why
     _, _, _, why8 = intervals.log_band(data, "geforce", "lora", 2)  # no adapter rows on 2-4 GPUs either
     assert "any stack, any board, adapter" in why8 and "x2.44" in why8
 
@@ -55,3 +55,10 @@ def test_the_shipped_residuals_give_every_catalog_board_a_band():
     for g in list_gpus():
         lo, mid, hi, why = intervals.time_band(g, "lora", 1)
         assert lo <= mid <= hi and lo < hi and why
+
+
+def test_one_sources_rows_do_not_set_a_band_alone():
+    one = [{**r, "source": "only"} for r in rows("a100", "full", 4, [5.0] * 10)]
+    data = one + rows("a100", "full", 8, SPREAD) + rows("hopper+", "full", 8, SPREAD)
+    _, mid, _, why = intervals.log_band(data, "a100", "full", 4)
+    assert "widened" in why and math.exp(mid) < 5.0  # the lone benchmark's x5 is not the band's median
