@@ -5,7 +5,6 @@ uninterrupted two-process run."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 from cheaptune.train import checkpoints as ck
 from cheaptune.train import resume
 from cheaptune.train.distributed import sharded_checkpoint_problem
-from tests.train.conftest import HOOKS
+from tests.train.conftest import child_env
 
 STEPS = 6
 
@@ -26,16 +25,13 @@ def _rows(n: int) -> str:
                    for i in range(n))
 
 
-def _torchrun(model: Path, data: Path, out: Path, log: Path, **env: str) -> int:
+def _torchrun(model: Path, data: Path, out: Path, log: Path, **hooks: str) -> int:
     args = [sys.executable, "-m", "cheaptune", "train", "--gpu-count", "2", "--sharding", "ddp", "--model", str(model), "--data", str(data), "-o", str(out), "--method", "lora",
             "--max-steps", str(STEPS), "--save-steps", "2", "--seq-len", "64", "--micro-batch", "1",
             "--grad-accum", "2", "--device", "cpu", "--resume", "auto"]
-    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-                "CHEAPTUNE_HOME": str(out.parent / "home"), **env}
-    if env:  # the kill hook lives in the tests (tests/hooks/sitecustomize.py), inherited by torchrun's children
-        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HOOKS), os.environ.get("PYTHONPATH")]))
+    env = {**child_env(**hooks), "CHEAPTUNE_HOME": str(out.parent / "home")}
     with open(log, "ab") as f:
-        return subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, env=full_env, timeout=300).returncode
+        return subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=300).returncode
 
 
 def _result(out: Path) -> tuple[list, bytes]:

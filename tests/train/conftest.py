@@ -1,11 +1,14 @@
-"""Fixtures for the training tests: tiny datasets, a subprocess runner for the kill tests."""
+"""Fixtures for the training tests: tiny datasets, a subprocess runner for the kill tests, a SIGTERM timer."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -36,14 +39,32 @@ def train_args(model: Path, data: Path, out: Path, *extra: str) -> list[str]:
             "--device", "cpu", *extra]
 
 
-def start(args: list[str], log: Path, **env: str) -> subprocess.Popen:
+def child_env(**hooks: str) -> dict[str, str]:
+    """The environment of a `python -m cheaptune` child: one thread, and with `hooks` (CHEAPTUNE_TEST_*) the
+    test-only sitecustomize in tests/hooks on PYTHONPATH, which reads them (nothing in cheaptune does)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", **hooks}
+    if hooks:  # torchrun's and accelerate's children inherit it too
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HOOKS), os.environ.get("PYTHONPATH")]))
+    return env
+
+
+def start(args: list[str], log: Path, **hooks: str) -> subprocess.Popen:
     """`python -m cheaptune ...` in a subprocess, output to a file (a pipe could fill up and block)."""
-    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", **env}
-    if env:  # kill hooks: the test-only sitecustomize in tests/hooks reads them (nothing in cheaptune does)
-        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HOOKS), os.environ.get("PYTHONPATH")]))
     with open(log, "ab") as f:
         return subprocess.Popen([sys.executable, "-m", "cheaptune", *args], stdout=f, stderr=subprocess.STDOUT,
-                                env=full_env)
+                                env=child_env(**hooks))
+
+
+def sigterm_at_step(out: Path, step: int, timeout_s: float = 240) -> None:
+    """SIGTERM this process (what a spot notice does) from a thread, once the in-process run writing to `out`
+    has logged `step` optimizer steps (or after `timeout_s`)."""
+    def wait_then_signal() -> None:
+        deadline = time.monotonic() + timeout_s
+        while logged_step(out) < step and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=wait_then_signal, daemon=True).start()
 
 
 def summary(out: Path) -> dict:
@@ -53,7 +74,7 @@ def summary(out: Path) -> dict:
 def logged_step(out: Path) -> int:
     """The last optimizer step a run wrote to its log (0 before the first): how a kill test knows when to kill."""
     try:
-        lines = (out / "train_log.jsonl").read_text().splitlines()
+        lines = (out / "train_log.jsonl").read_text().split("\n")[:-1]  # a line still being written is not read
     except FileNotFoundError:
         return 0
     return max((json.loads(x)["step"] for x in lines if x.strip()), default=0)

@@ -3,15 +3,12 @@ and loss sequence as an uninterrupted run."""
 
 from __future__ import annotations
 
-import os
 import signal
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.train.conftest import start, summary, write_jsonl
+from tests.train.conftest import sigterm_at_step, start, summary, write_jsonl
 from tests.train.test_preference import pair_rows
 
 ADAPTER = "adapter_model.safetensors"
@@ -60,15 +57,7 @@ def test_dpo_sigkill_then_resume_is_bit_identical(tiny_model_dir, pairs, referen
 def test_dpo_sigterm_exits_143_then_resumes_identically(tiny_model_dir, pairs, reference, tmp_path, run_cli):
     out = tmp_path / "out"
     args = _args(tiny_model_dir, pairs, out, "--save-steps", "100")
-
-    def sigterm_at_step_3():
-        deadline = time.monotonic() + 240
-        log = out / "train_log.jsonl"
-        while time.monotonic() < deadline and not (log.exists() and log.read_text().count("\n") >= 3):
-            time.sleep(0.005)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=sigterm_at_step_3, daemon=True).start()
+    sigterm_at_step(out, 3)
     code, _, err = run_cli(*args)
     assert code == 143 and "SIGTERM: saved" in err, err
     code, _, err = run_cli(*args)

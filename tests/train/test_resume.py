@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
-import threading
 import time
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import pytest
 
 from cheaptune.train import checkpoints as ck
 from cheaptune.train import resume
-from tests.train.conftest import STEPS, logged_step, start, summary, train_args
+from tests.train.conftest import STEPS, logged_step, sigterm_at_step, start, summary, train_args
 
 ADAPTER = "adapter_model.safetensors"
 
@@ -136,14 +134,7 @@ def _assert_resumed_speed(out: Path, tokens_before: int) -> None:
 def test_sigterm_saves_exits_143_then_resumes_identically(tiny_model_dir, chat_file, reference, tmp_path, run_cli):
     out = tmp_path / "out"
     args = train_args(tiny_model_dir, chat_file, out, "--save-steps", "100")  # no periodic saves
-
-    def send_sigterm_at_step_5():
-        deadline = time.monotonic() + 240
-        while logged_step(out) < 5 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=send_sigterm_at_step_5, daemon=True).start()
+    sigterm_at_step(out, 5)
     code, _, err = run_cli(*args)
     assert code == 143, err
     assert "SIGTERM: saved" in err and " s; " in err  # how long the save took
