@@ -65,8 +65,14 @@ def option_cases(with_qlora: bool) -> list[Case]:
     return [Case(MODELS[0], m, 2048, 4, True, s) for m in ("lora", "qlora") if m == "lora" or with_qlora for s in sets]
 
 
-def option_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each option run against the same case without options: tokens/s and peak allocated memory ratios."""
+# the gpu_validate option names as estimate/data/speedups.yaml spells them
+YAML_NAMES = {"liger": "liger_kernel", "compile": "torch_compile"}
+
+
+def option_summary(rows: list[dict[str, Any]], gpu: Any = None) -> list[dict[str, Any]]:
+    """Each option run against the same case without options: tokens/s and peak allocated memory ratios. On a
+    known board, a single planner option also gets the `measured` entry speedups.yaml takes (its method class,
+    vendor, arch, factor): a plan prices an option only where such an entry matches."""
     ok = {(r["method"], tuple(r["options"])): r["measured"] for r in rows if r.get("status") == "ok" and "options" in r}
     out = []
     for (method, opts), m in ok.items():
@@ -75,6 +81,13 @@ def option_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"method": method, "options": list(opts),
                         "tokens_per_s_ratio": round(m["tokens_per_s"] / base["tokens_per_s"], 3),
                         "peak_allocated_ratio": round(m["max_allocated_bytes"] / base["max_allocated_bytes"], 3)})
+            if gpu is not None and len(opts) == 1 and opts[0] in YAML_NAMES:
+                from cheaptune.estimate.speedups import method_class
+
+                out[-1]["speedups_yaml"] = {
+                    "option": YAML_NAMES[opts[0]], "method_class": method_class(method), "vendor": gpu.vendor,
+                    "arch": gpu.arch, "factor": out[-1]["tokens_per_s_ratio"],
+                    "conditions": f"bench/gpu_validate.py, cheaptune train (HF Trainer/trl), {method} on {gpu.name}"}
     return out
 
 
@@ -329,6 +342,15 @@ def gpu_spec(cuda: bool):
         return resolve_gpu("H200")
 
 
+def measured_board(gpu: Any) -> bool:
+    """Is `gpu` the board this run measured (not gpu_spec's H200 stand-in for an unlisted one)?"""
+    import torch
+
+    from cheaptune.catalog.gpus import normalize_gpu_name
+
+    return normalize_gpu_name(torch.cuda.get_device_name(0)) == gpu.name
+
+
 def have_bitsandbytes() -> tuple[bool, str | None]:
     try:
         import bitsandbytes  # noqa: F401
@@ -419,7 +441,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{json.dumps(results[-1].get('measured', results[-1].get('reason', '')))[:200]}", flush=True)
     pool.shutdown(wait=False, cancel_futures=True)
     doc["seconds"] = round(time.monotonic() - t0, 1)
-    doc["options_vs_plain_trl"] = option_summary(results)
+    doc["options_vs_plain_trl"] = option_summary(results, gpu if cuda and measured_board(gpu) else None)
     write(out, doc)
     print(f"wrote {out} ({sum(r.get('status') == 'ok' for r in results)} cases ok) in {doc['seconds']} s")
     return doc

@@ -64,6 +64,12 @@ def test_option_cases_compare_each_option_with_plain_trl(bench):
     assert summary == [
         {"method": "lora", "options": ["liger"], "tokens_per_s_ratio": 1.2, "peak_allocated_ratio": 0.75},
         {"method": "lora", "options": ["compile"], "tokens_per_s_ratio": 1.3, "peak_allocated_ratio": 1.1}]
+    from cheaptune.catalog.gpus import resolve_gpu
+
+    on_h200 = gv.option_summary(rows, resolve_gpu("H200"))  # the entry a plan needs to price compile for LoRA
+    assert on_h200[1]["speedups_yaml"] == {
+        "option": "torch_compile", "method_class": "adapter", "vendor": "nvidia", "arch": "hopper", "factor": 1.3,
+        "conditions": "bench/gpu_validate.py, cheaptune train (HF Trainer/trl), lora on H200"}
 
 
 def _row(method: str, alloc: int, reserved: int, smi_mib: int, mfu: float) -> dict:
