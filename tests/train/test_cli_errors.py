@@ -122,3 +122,16 @@ def test_a_hub_error_fetching_the_config_is_one_line(run_cli, monkeypatch, onlin
     assert code == 2 and err.strip().splitlines() == [
         "error: model owner/model: cannot fetch its config.json from the hub (OSError); try again, or pass a local "
         "folder holding config.json and the weights (what save_pretrained writes)"]
+
+
+def test_the_stacks_future_warnings_are_not_shown_the_users_are():
+    import warnings
+
+    from cheaptune.cli.train import quiet_stack_warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        quiet_stack_warnings()
+        for module in ("transformers.modeling_utils", "trl.trainer.utils", "torch.nn.modules.module", "mytrain"):
+            warnings.warn_explicit("`x` is deprecated and will be removed in v6", FutureWarning, "f.py", 1, module=module)
+    assert [str(w.message) for w in seen] == ["`x` is deprecated and will be removed in v6"]  # mytrain's only

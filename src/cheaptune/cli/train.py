@@ -97,12 +97,9 @@ def train(
     import os
     import subprocess
     import sys
-    import warnings
 
     started_at = _process_started() if _own_process(sys.argv) else None  # the meter's start (None: train begin)
-    # the stack's deprecation notices (transformers' v6 renames, past_key_values -> cache, ...) warn on every run
-    # about arguments trl and peft pass, which the user can do nothing about
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl|peft|accelerate|torch)(\.|$)")
+    quiet_stack_warnings()
 
     from cheaptune.errors import BadInput, CheaptuneError
     from cheaptune.train.config import build
@@ -204,6 +201,14 @@ def _gpus_and_sharding(plan: Path | None, gpus: int | None, sharding: str | None
             gpus = p.offer.gpu_count
         sharding = sharding or p.train.sharding
     return (1 if gpus is None else gpus), sharding or "ddp"
+
+
+def quiet_stack_warnings() -> None:
+    """The stack's deprecation notices (transformers' v6 renames, past_key_values -> cache, ...) warn on every
+    run about arguments trl and peft pass, which the user can do nothing about: not shown (the user's own are)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl|peft|accelerate|torch)(\.|$)")
 
 
 def _own_process(argv: list[str]) -> bool:
