@@ -267,8 +267,7 @@ def fit_micro_batch_sharded(req, gpu_memory_bytes: int, gpus: int, sharding: str
     from cheaptune.estimate.memory import estimate_memory, fit_with
 
     def estimate_at(b: int, gc: bool):
-        single = estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc, gpus=1, sharding=None,
-                                                     fsdp_mixed_units=False, fsdp_no_sync=False))
+        single = estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc, gpus=1, sharding=None))
         return shard_estimate(single, gpus, sharding, offload, model_config, FsdpRun.of(req))
 
     return fit_with(estimate_at, gpu_memory_bytes * (1 - headroom), max_micro_batch)
