@@ -15,6 +15,7 @@ from typing import Any
 from cheaptune.errors import Infeasible
 from cheaptune.estimate.cost import SECONDS_PER_HOUR, compute_cost
 from cheaptune.estimate.cost import constants as default_constants
+from cheaptune.estimate.policy import compute_dtype
 from cheaptune.estimate.speedups import for_gpu
 from cheaptune.estimate.throughput import Job, ModelShape, step_time
 from cheaptune.plan import choose, data_audit, explain, hosted, scaleout
@@ -28,7 +29,7 @@ from cheaptune.plan.candidates import (
     run_precision,
 )
 from cheaptune.plan.doctor import Facts, Finding, run_checks
-from cheaptune.plan.pricing import INTER_NODE_NETWORK, Option, precision_for, price_option, startup_seconds
+from cheaptune.plan.pricing import INTER_NODE_NETWORK, Option, price_option, startup_seconds
 from cheaptune.plan.scaleout import Candidate
 from cheaptune.plan.workload import Constraints, Workload
 
@@ -168,7 +169,8 @@ def _best_case(k: Candidate, c: Constraints, w: Workload, shape: ModelShape, con
     options' factor as pricing applies it, no spot loss, the cheapest offer. Every part left out is >= 0
     and every part kept is at its least, so no option costs less."""
     micro, _ = planned_micro(w.effective_batch, w.effective_batch, k.gpus)
-    parts = step_time(Job(shape, k.method, w.seq_len, micro, precision=precision_for(k.gpu)), k.gpu).parts
+    precision = compute_dtype(run_precision(k.method, k.gpu), getattr(k.gpu, "bf16", False))
+    parts = step_time(Job(shape, k.method, w.seq_len, micro, precision=precision), k.gpu).parts
     least_s = parts["compute"] + parts["dequant"] + parts["fixed"] + parts["optimizer"] / k.gpus
     one = micro * w.seq_len / least_s * for_gpu(k.gpu, k.method, c.speedups).factor
     run_s = sum(startup_seconds(shape, w, consts).values()) + w.train_tokens / (one * k.gpus)

@@ -171,10 +171,6 @@ def other_stack_line(best: Option, workload: Workload, shape: ModelShape, consts
             f"(steptime.yaml stacks.{stack}, fitted on its own public rows; memory not re-estimated)")
 
 
-def precision_for(gpu: Any) -> str:
-    return compute_dtype(None, getattr(gpu, "bf16", False))
-
-
 def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, consts: dict[str, float],
                  speedups: bool | tuple[str, ...] = True, stack: str = "cheaptune") -> Option:
     """Time, cost and risk of one (method, GPUs, offer); `offer` is one instance of `gf.nodes`. With `speedups`
