@@ -109,11 +109,14 @@ def test_a_childs_exit_code_survives_the_launcher(tmp_path):
 
 
 def test_train_gpus_without_gpus_is_one_line(run_cli, tmp_path, tiny_model_dir):
-    """A real model folder, so the one line is about the GPUs this machine lacks (the model is checked first)."""
-    code, _, err = run_cli("train", "--gpu-count", "2", "--model", str(tiny_model_dir), "--data", "d.jsonl",
+    """A real model folder and dataset, so the one line is about the GPUs this machine lacks (both are checked
+    first)."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "hello"}\n')
+    code, _, err = run_cli("train", "--gpu-count", "2", "--model", str(tiny_model_dir), "--data", str(data),
                            "-o", str(tmp_path / "o"))
     assert code == 2 and "--gpu-count 2" in err and len(err.strip().splitlines()) == 1
-    code, _, err = run_cli("train", "--gpu-count", "2", "--on-finish", "explode", "--model", "m", "--data", "d.jsonl")
+    code, _, err = run_cli("train", "--gpu-count", "2", "--on-finish", "explode", "--model", "m", "--data", str(data))
     assert code == 2 and "--on-finish" in err and len(err.strip().splitlines()) == 1
 
 
