@@ -53,7 +53,7 @@ def version_command() -> None:
 def command_modules() -> list[str]:
     """Every module of cheaptune.cli that registers commands (discovered, not listed by hand)."""
     return sorted(
-        m.name for m in pkgutil.iter_modules(cli_pkg.__path__) if m.name not in {"main", "output", "checks", "vocab"}
+        m.name for m in pkgutil.iter_modules(cli_pkg.__path__) if m.name not in {"main", "output", "checks", "vocab", "grpo"}
     )
 
 
