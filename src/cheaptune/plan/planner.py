@@ -29,7 +29,14 @@ from cheaptune.plan.candidates import (
     run_precision,
 )
 from cheaptune.plan.doctor import Facts, Finding, run_checks
-from cheaptune.plan.pricing import INTER_NODE_NETWORK, Option, price_option, startup_seconds
+from cheaptune.plan.pricing import (
+    INTER_NODE_NETWORK,
+    Option,
+    describe_terms,
+    other_stack_line,
+    price_option,
+    startup_seconds,
+)
 from cheaptune.plan.scaleout import Candidate
 from cheaptune.plan.workload import Constraints, Workload
 
@@ -122,6 +129,9 @@ def make_plan(
         notes.append(best.details["speedups"]["unmeasured_line"])
     if best.details.get("mfu_ceiling"):
         notes.append(best.details["mfu_ceiling"])
+    notes.append(describe_terms(best))
+    if best.method in ("lora", "qlora") and (alt := other_stack_line(best, w, shape, consts)):
+        notes.append(alt)
     result.why = explain.why(best, ranked, c.optimize)
     result.why_not = explain.why_not(ranked, excluded, c.optimize, c.max_gpus)
     result.high_end = explain.high_end(ranked, c.optimize)
