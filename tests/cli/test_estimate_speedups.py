@@ -45,3 +45,17 @@ def test_estimate_of_a_lora_says_the_options_are_possible_and_unmeasured(run_cli
     assert fast["unmeasured_line"].startswith("possible, unmeasured for adapter fine-tunes on nvidia hopper")
     code, out, _ = _estimate(run_cli, tiny_model_dir, "H100", method="lora")
     assert "possible, unmeasured for adapter fine-tunes" in " ".join(out.split())
+
+
+def test_estimate_times_each_trainers_own_stack(run_cli, tiny_model_dir):
+    """--trainer picks the step-time constants of that trainer's stack (steptime.yaml stacks): Unsloth's own."""
+    from cheaptune.estimate import throughput as tp
+
+    speed = {}
+    for trainer in ("hf", "unsloth"):
+        code, out, err = _estimate(run_cli, tiny_model_dir, "A100-80GB", "--json", "--trainer", trainer, method="lora")
+        assert code == 0, err
+        speed[trainer] = json.loads(out)["time"]["tokens_per_s"]
+    table = tp.load_table()
+    e = {s: tp.stack_constants(table, s)["efficiency"]["e_max"]["value"] for s in ("hf", "unsloth")}
+    assert (speed["unsloth"] > speed["hf"]) == (e["unsloth"] > e["hf"]) and speed["unsloth"] != speed["hf"]
