@@ -16,5 +16,6 @@ def test_demo_runs_plan_then_train(tiny_model_dir, tmp_path, capsys):
     summary = json.loads((out / "training_summary.json").read_text())
     assert summary["steps"] == 4 and summary["method"] == "lora"
     assert "before:" in text and "after:" in text and "loss:" in text
+    assert "CPU rate measured here" in text and "predicted vs measured: tokens/s" in text
     assert len([h for h in summary["loss_history"] if "loss" in h]) == 2  # logged every 2 steps
     assert (out / "adapter_model.safetensors").is_file()

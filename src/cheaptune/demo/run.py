@@ -16,6 +16,10 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cheaptune.demo.predict import Prediction
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "demo"
 DEFAULTS = {  # objective -> (training data, config)
@@ -48,7 +52,20 @@ def _cli(args: list[str]) -> int:
     return 0
 
 
-def _report(out: Path) -> None:
+def _predict(model_dir: Path, config: Path, max_steps: int | None) -> Prediction:
+    """The step-time model's tokens/s and seconds for the demo's own run on this CPU, printed before it trains."""
+    from cheaptune.demo import predict
+    from cheaptune.train.config import build
+
+    cfg = build(config, overrides={"base_model": str(model_dir), "max_steps": max_steps})
+    model_config = json.loads((model_dir / "config.json").read_text())
+    board = predict.measure_cpu(*predict.mlp_shape(model_config, cfg))
+    prediction = predict.predict(model_config, cfg, board)
+    print(f"\n{predict.board_line(board)}\n{predict.prediction_line(prediction, cfg.max_steps)}", flush=True)
+    return prediction
+
+
+def _report(out: Path, predicted: Prediction | None) -> None:
     from cheaptune.train.outputs import SUMMARY
 
     summary = json.loads((out / SUMMARY).read_text())
@@ -59,6 +76,11 @@ def _report(out: Path) -> None:
     samples = summary.get("samples") or {}
     for before, after in zip(samples.get("before", []), samples.get("after", []), strict=False):
         print(f"\nprompt: {before['prompt']}\n  before: {before['answer'].strip()}\n  after:  {after['answer'].strip()}")
+    if predicted is not None and summary.get("tokens_per_s"):
+        from cheaptune.demo.predict import comparison_line
+
+        print("\n" + comparison_line(predicted, summary["tokens_per_s"], summary["seconds_this_segment"],
+                                      summary["tokens"]) + " (measured: the training loop, checkpoint saves included)")
 
 
 def _margin(model_dir: Path, pairs: list[dict], adapter: Path | None = None) -> float:
@@ -113,9 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         before = _margin(args.model, pairs)
         print(f"\nheld-out margin before: {before:+.3f} nats (log p(chosen) - log p(rejected), "
               f"mean of {len(pairs)} pairs)", flush=True)
+    predicted = _predict(args.model, args.config, args.max_steps) if args.objective == "sft" else None
     train_code = _cli(train_args)
     if train_code == 0:
-        _report(out)
+        _report(out, predicted)
         if args.objective == "dpo":
             after = _margin(args.model, pairs, out)
             print(f"\nheld-out margin: {before:+.3f} -> {after:+.3f} nats ({after - before:+.3f})")
