@@ -65,6 +65,22 @@ def _predict(model_dir: Path, config: Path, max_steps: int | None) -> Prediction
     return prediction
 
 
+def _with_prediction(config: Path, prediction: Prediction, out: Path) -> Path:
+    """The demo's config plus its CPU prediction, beside the run, so train's probe compares against it."""
+    import yaml
+
+    from cheaptune.train.config import read_yaml
+    from cheaptune.util import atomic
+
+    raw = read_yaml(config)
+    raw["datasets"] = [{**d, "path": str(Path(d["path"]).resolve())} for d in raw.get("datasets", [])]
+    raw["predicted_tokens_per_s"] = round(prediction.tokens_per_s, 2)
+    path = out.parent / f"{out.name}-config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
 def _report(out: Path, predicted: Prediction | None) -> None:
     from cheaptune.train.outputs import SUMMARY
 
@@ -124,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
 
     plan_code = _cli(["plan", str(args.model), str(args.data), "--seq-len", "256", "--top", "5",
                       "--objective", args.objective])
-    train_args = ["train", str(args.config), "--model", str(args.model), "--data", str(args.data),
+    predicted = _predict(args.model, args.config, args.max_steps) if args.objective == "sft" else None
+    config = _with_prediction(args.config, predicted, out) if predicted is not None else args.config
+    train_args = ["train", str(config), "--model", str(args.model), "--data", str(args.data),
                   "--output-dir", str(out), "--device", "cpu"]
     if args.max_steps is not None:
         train_args += ["--max-steps", str(args.max_steps)]
@@ -135,7 +153,6 @@ def main(argv: list[str] | None = None) -> int:
         before = _margin(args.model, pairs)
         print(f"\nheld-out margin before: {before:+.3f} nats (log p(chosen) - log p(rejected), "
               f"mean of {len(pairs)} pairs)", flush=True)
-    predicted = _predict(args.model, args.config, args.max_steps) if args.objective == "sft" else None
     train_code = _cli(train_args)
     if train_code == 0:
         _report(out, predicted)
