@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cheaptune.demo.run import EXAMPLES, _cli, _quiet
+from cheaptune.demo.run import EXAMPLES, _cli, _quiet, entry
 
 
 def read_prompts(path: Path) -> list[dict]:
@@ -103,15 +103,5 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _entry() -> int:
-    from cheaptune.errors import CheaptuneError
-
-    try:
-        return main()
-    except CheaptuneError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
-
-
 if __name__ == "__main__":
-    sys.exit(_entry())
+    sys.exit(entry(main))

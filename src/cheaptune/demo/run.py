@@ -15,6 +15,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -163,15 +164,16 @@ def main(argv: list[str] | None = None) -> int:
     return train_code or plan_code
 
 
-def _entry() -> int:
+def entry(demo_main: Callable[[], int]) -> int:
+    """Run a demo's main as `make` does: a cheaptune error is its one line and exit code, not a traceback."""
     from cheaptune.errors import CheaptuneError
 
     try:
-        return main()
+        return demo_main()
     except CheaptuneError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
 
 
 if __name__ == "__main__":
-    sys.exit(_entry())
+    sys.exit(entry(main))
