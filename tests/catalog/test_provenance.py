@@ -16,6 +16,7 @@ import yaml
 from cheaptune.catalog import DATA_DIR, REF_PATTERN
 from cheaptune.catalog.prices import BASES, UNDATED
 from cheaptune.catalog.sources.bundled import PRICES_FILE, bundled_offers
+from cheaptune.catalog.sources.skypilot import FALLBACK
 
 ROOT = Path(__file__).resolve().parents[2]
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -42,6 +43,29 @@ def test_every_price_row_has_a_url_or_commit_source_and_an_honest_date():
     # the SkyPilot catalog files carry no date, so their rows say so instead of taking the day they were read
     catalog = [o for o in offers if o.source.startswith("skypilot-org/skypilot-catalog@")]
     assert catalog and all(o.date == UNDATED for o in catalog)
+
+
+def test_no_data_file_keeps_a_fact_marked_as_recalled_from_memory():
+    """[MEM] marked a figure written from memory; an unsourced fact is unknown and takes the fallback instead."""
+    marked = [p.name for p in sorted(DATA_DIR.iterdir()) if p.is_file() and "[MEM" in p.read_text()]
+    assert not marked, f"{marked}: source each [MEM] fact or remove it (prices.md: 'Provider-wide facts')"
+
+
+def test_provider_wide_facts_without_a_source_take_the_pessimistic_fallback():
+    """prices.md says which facts no source gives; prices.csv must price them as FALLBACK does, not as a guess."""
+    unknown = {"cudo", "fluidstack"}  # no billing, storage or egress page found
+    rows = [o for o in bundled_offers() if o.provider in unknown]
+    assert {o.provider for o in rows} == unknown
+    for o in rows:
+        assert (o.billing_unit_s, o.min_billed_s, o.storage_gb_month, o.egress_per_gb) == (
+            FALLBACK["billing_unit_s"], FALLBACK["min_billed_s"], FALLBACK["storage_gb_month"],
+            FALLBACK["egress_per_gb"]), f"{o.provider}/{o.gpu}"
+    # the granularity is not stated for paperspace, storage is not priced for vast and vultr
+    for o in bundled_offers():
+        if o.provider == "paperspace":
+            assert (o.billing_unit_s, o.min_billed_s) == (FALLBACK["billing_unit_s"], FALLBACK["min_billed_s"])
+        if o.provider in ("vast", "vultr"):
+            assert o.storage_gb_month == FALLBACK["storage_gb_month"], f"{o.provider}/{o.gpu}"
 
 
 def test_the_price_file_header_does_not_date_its_rows():
