@@ -12,17 +12,6 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-# The estimate package's circles today, each as its sorted modules. The estimate/ split (issue 32) removes
-# them; when it does, delete the entry here: the test fails both on a new circle anywhere and on an
-# estimate circle that went away while still listed.
-ESTIMATE_CIRCLES_PENDING_SPLIT = {
-    ("cheaptune.estimate.build", "cheaptune.estimate.extrapolate", "cheaptune.estimate.fused_qkv",
-     "cheaptune.estimate.simulate", "cheaptune.estimate.targets"),
-    ("cheaptune.estimate.compute", "cheaptune.estimate.memory", "cheaptune.estimate.sharding"),
-    ("cheaptune.estimate.profiles", "cheaptune.estimate.versions"),
-}
-
-
 def modules(root: Path) -> dict[str, tuple[Path, bool]]:
     """Dotted module name -> (file, is a package) for every .py file under `root`."""
     out = {}
@@ -81,12 +70,7 @@ def circles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
 
 
 def test_no_import_circle_in_src():
-    found = circles(import_graph(SRC))
-    estimate = {c for c in found if all(m.startswith("cheaptune.estimate.") for m in c)}
-    assert found - estimate == set(), "import circles outside estimate/; move the shared piece to one side"
-    assert estimate == ESTIMATE_CIRCLES_PENDING_SPLIT, (
-        "estimate/ circles differ from the list in tests/test_imports.py: a new one appeared, or one went "
-        "away and its entry should be deleted")
+    assert circles(import_graph(SRC)) == set(), "import circle in src/: move the shared piece to one side"
 
 
 def test_finds_circles_through_functions_relative_and_package_imports(tmp_path):

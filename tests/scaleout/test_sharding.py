@@ -119,8 +119,7 @@ def test_sharded_fit_finds_the_largest_per_gpu_micro_batch(tiny_model_dir):
     import dataclasses
     import json
 
-    from cheaptune.estimate.memory import EstimateRequest, estimate_memory
-    from cheaptune.estimate.sharding import fit_micro_batch_sharded
+    from cheaptune.estimate.memory import EstimateRequest, estimate_memory, fit_micro_batch_sharded
 
     cfg = json.loads((tiny_model_dir / "config.json").read_text())
     req = EstimateRequest(model=str(tiny_model_dir), method="full", seq_len=64, precision="bf16-true")

@@ -13,40 +13,10 @@ from dataclasses import dataclass
 import torch
 
 from cheaptune.errors import BadInput
+from cheaptune.estimate.layers import instantiate_on_meta
+from cheaptune.estimate.mechanisms import kbit_prep, mechanism
 from cheaptune.estimate.policy import FUSED_HEAD_OUTPUTS, Policy, set_adapter_dtype
-from cheaptune.estimate.profiles import apply_model_quirks, get_profile, kbit_prep, mechanism
-
-LAYER_LIST_KEYS = ("layer_types", "mlp_only_layers")
-
-
-def set_layer_count(cfg, n: int) -> None:
-    """Shrink a config to its first `n` blocks, keeping per-layer lists consistent."""
-    cfg.num_hidden_layers = n
-    for key in LAYER_LIST_KEYS:
-        val = getattr(cfg, key, None)
-        if isinstance(val, (list, tuple)) and len(val) > n:
-            setattr(cfg, key, list(val)[:n])
-
-
-def instantiate_on_meta(cfg, dtype: torch.dtype = torch.bfloat16, attn: str = "sdpa"):
-    """The real HF causal-LM class for `cfg`, parameters on meta in `dtype`."""
-    from transformers import AutoModelForCausalLM
-
-    # flash-attention does not run on CPU; SDPA's CPU flash kernel saves what CUDA flash saves
-    cfg._attn_implementation = "eager" if attn == "eager" else "sdpa"
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        with torch.device("meta"):
-            try:
-                return AutoModelForCausalLM.from_config(cfg, dtype=dtype)
-            except ValueError as err:  # architectures without SDPA (e.g. gemma2 soft-capping) train with eager
-                if "scaled_dot_product_attention" not in str(err):
-                    raise
-                cfg._attn_implementation = "eager"
-                return AutoModelForCausalLM.from_config(cfg, dtype=dtype)
-    finally:
-        torch.set_default_dtype(old)
+from cheaptune.estimate.profiles import apply_model_quirks, get_profile
 
 
 @dataclass

@@ -6,6 +6,7 @@ import logging
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate import overheads
+from cheaptune.estimate.result import MemoryEstimate
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,6 @@ def versions_detail(req) -> dict:
 
 
 def compute(req, cfg: dict, inputs: dict, version: str):
-    from cheaptune.estimate.memory import MemoryEstimate
-
     sim, why = _simulated(req, cfg)
     if sim is not None:
         res, how = sim

@@ -11,22 +11,8 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 
-from cheaptune.estimate.build import set_layer_count
+from cheaptune.estimate.layers import layer_period, set_layer_count
 from cheaptune.estimate.simulate import SimResult, simulate
-
-
-def layer_period(cfg) -> tuple[int, int]:
-    """(prefix blocks that do not repeat, period of the repeating pattern)."""
-    prefix = int(getattr(cfg, "first_k_dense_replace", 0) or 0)
-    period = max(1, int(getattr(cfg, "decoder_sparse_step", 1) or 1))
-    types = getattr(cfg, "layer_types", None)
-    if isinstance(types, (list, tuple)) and types:
-        body = list(types)[prefix:]
-        for p in range(1, len(body) + 1):
-            if all(body[i] == body[i % p] for i in range(len(body))):
-                period = max(period, p)
-                break
-    return prefix, period
 
 
 def _lerp(a: int, b: int, x1: int, x2: int, x: int) -> int:

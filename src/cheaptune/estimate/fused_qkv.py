@@ -22,6 +22,9 @@ import weakref
 
 import torch
 
+from cheaptune.estimate.layers import decoder_layers
+from cheaptune.estimate.targets import _FUSED_QKV
+
 _ROLES = {"q": ("q_proj", "query", "wq"), "k": ("k_proj", "key", "wk"), "v": ("v_proj", "value", "wv")}
 
 
@@ -66,9 +69,6 @@ def apply_fused_qkv(model, cfg, qv_preset: bool) -> int:
     """Make each attention block of the (peft-wrapped) model hold what litgpt's fused projection holds; returns
     blocks changed. LoRA adapts the parts peft adapted (litgpt's lora_query/key/value); on an HF class with a
     fused projection, q and v when the targets were the `qv` preset (litgpt's default), else all three."""
-    from cheaptune.estimate.simulate import decoder_layers
-    from cheaptune.estimate.targets import _FUSED_QKV
-
     layers = decoder_layers(model, int(cfg.num_hidden_layers)) or []
     q_size, kv_size, mha = _heads(cfg)
     sizes = {"q": q_size, "k": kv_size, "v": kv_size}

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from cheaptune.estimate.policy import (
     QUANTS,
 )
 from cheaptune.estimate.profiles import get_profile
+from cheaptune.estimate.result import FitResult, MemoryEstimate, fit_with, with_range
 from cheaptune.estimate.sharding import FsdpRun, check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
@@ -66,28 +66,6 @@ class EstimateRequest:
     peft_config: str | None = None  # a PEFT config as JSON (PeftConfig.to_dict()): the adapter built, any method peft has
     objective: str = "sft"  # sft | dpo | orpo: trl's preference step (simulate.preference_forward)
     precompute_ref: bool = False  # dpo, full: reference log-probs precomputed, so no reference copy is held
-
-
-@dataclass
-class MemoryEstimate:
-    peak_allocated_bytes: int
-    peak_reserved_bytes: int
-    device_total_bytes: int
-    breakdown: dict[str, int]
-    phase_peaks: dict[str, int]
-    trainable_params: int
-    total_params: int
-    basis: str  # "simulated" | "analytic"
-    inputs: dict[str, Any]
-    version: str
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class FitResult:
-    micro_batch: int
-    grad_ckpt: bool
-    estimate: MemoryEstimate
 
 
 def model_config(model) -> tuple[dict, str]:
@@ -222,36 +200,6 @@ def _point_estimate(req: EstimateRequest, cfg: dict, label: str) -> MemoryEstima
     return est
 
 
-def with_range(est: MemoryEstimate, method: str, fraction: float | None = None) -> MemoryEstimate:
-    """QLoRA holds terms beyond the NF4 weights that no GPU has measured for this estimator yet (dequantized
-    weights, bitsandbytes workspace, load-time peak): its estimate is a range, [simulated, simulated peak allocated
-    x (1 + qlora_range_fraction)] (overheads.yaml), and device_total_bytes, what every fit checks, is the upper end.
-    The peaks stay the simulated ones; details['range'] holds both ends per metric."""
-    if method != "qlora":
-        return est
-    from cheaptune.estimate import overheads
-
-    f = overheads.constants()["qlora_range_fraction"] if fraction is None else fraction
-    est = point_of(est)  # from the simulated end, so applying it again changes nothing
-    hi = int(est.peak_allocated_bytes * (1 + f))
-    more = overheads.reserved_and_total(hi)[0] - overheads.reserved_and_total(est.peak_allocated_bytes)[0]
-    hi_reserved, hi_total = est.peak_reserved_bytes + more, est.device_total_bytes + more  # slack on the extra too
-    rng = {"peak_allocated_bytes": [est.peak_allocated_bytes, hi], "peak_reserved_bytes": [est.peak_reserved_bytes,
-           hi_reserved], "device_total_bytes": [est.device_total_bytes, hi_total], "fraction": f,
-           "why": "QLoRA terms not yet measured on a GPU: the plan fits the upper end"}
-    return dataclasses.replace(est, device_total_bytes=hi_total, details={**est.details, "range": rng},
-                               breakdown={**est.breakdown, "qlora_margin": hi_total - est.device_total_bytes})
-
-
-def point_of(est: MemoryEstimate) -> MemoryEstimate:
-    """The simulated estimate without its QLoRA range (with_range undone)."""
-    if "range" not in est.details:
-        return est
-    details = {k: v for k, v in est.details.items() if k != "range"}
-    return dataclasses.replace(est, device_total_bytes=est.details["range"]["device_total_bytes"][0], details=details,
-                               breakdown={k: v for k, v in est.breakdown.items() if k != "qlora_margin"})
-
-
 def fit_micro_batch(req: EstimateRequest, gpu_memory_bytes: int, headroom: float = 0.10,
                     max_micro_batch: int = 64) -> FitResult | None:
     """Largest micro-batch whose device total fits in gpu_memory*(1-headroom); None if even 1 does not.
@@ -267,20 +215,12 @@ def fit_micro_batch(req: EstimateRequest, gpu_memory_bytes: int, headroom: float
     return fit_with(estimate_at, gpu_memory_bytes * (1 - headroom), max_micro_batch)
 
 
-def fit_with(estimate_at: Callable[[int, bool], MemoryEstimate], budget: float,
-             max_micro_batch: int) -> FitResult | None:
-    """The fit search shared by one GPU and N GPUs: `estimate_at(micro_batch, grad_ckpt)` gives the
-    device total to compare with `budget` (bytes)."""
-    for gc in (False, True):
-        e1 = estimate_at(1, gc)
-        if e1.device_total_bytes > budget:
-            continue
-        e2 = estimate_at(2, gc) if max_micro_batch >= 2 else e1
-        slope = max(e2.device_total_bytes - e1.device_total_bytes, 1)
-        b = int(min(max_micro_batch, 1 + (budget - e1.device_total_bytes) // slope))
-        est = estimate_at(b, gc) if b > 2 else (e2 if b == 2 else e1)
-        while b > 1 and est.device_total_bytes > budget:
-            b -= 1
-            est = estimate_at(b, gc)
-        return FitResult(b, gc, est)
-    return None
+def fit_micro_batch_sharded(req, gpu_memory_bytes: int, gpus: int, sharding: str = "ddp", offload: bool = False,
+                            headroom: float = 0.10, max_micro_batch: int = 64, model_config: dict | None = None):
+    """fit_micro_batch for N GPUs: the largest per-GPU micro-batch whose per-GPU device
+    total fits, without gradient checkpointing first; None when even micro-batch 1 does not fit."""
+    def estimate_at(b: int, gc: bool):
+        single = estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc, gpus=1, sharding=None))
+        return shard_estimate(single, gpus, sharding, offload, model_config, FsdpRun.of(req))
+
+    return fit_with(estimate_at, gpu_memory_bytes * (1 - headroom), max_micro_batch)

@@ -17,6 +17,7 @@ import yaml
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate import overheads
+from cheaptune.estimate.result import point_of, with_range
 
 DATA = Path(__file__).with_name("data") / "sharding.yaml"
 SHARDINGS = ("ddp", "fsdp", "zero2", "zero3")
@@ -105,7 +106,8 @@ class FsdpRun:
     def of(cls, req) -> FsdpRun:
         """The run a request's trainer makes at its versions: the fsdp1_flat_units mechanism (data/versions.yaml)
         and the profile's fsdp_no_sync (data/profiles.yaml)."""
-        from cheaptune.estimate.profiles import get_profile, mechanism
+        from cheaptune.estimate.mechanisms import mechanism
+        from cheaptune.estimate.profiles import get_profile
 
         return cls(mechanism(req, "fsdp1_flat_units"), get_profile(req.trainer).fsdp_no_sync)
 
@@ -225,8 +227,6 @@ def shard_estimate(single, gpus: int, sharding: str | None = "ddp", offload: boo
     fields) sizes FSDP/ZeRO-3 units; when omitted it is resolved from single.inputs["model"]. `fsdp_run`:
     how an FSDP1 run holds gradients (FsdpRun), for a trainer that wraps frozen and trainable weights together.
     """
-    from cheaptune.estimate.memory import point_of, with_range
-
     s = check_sharding(gpus, sharding, offload)
     if gpus == 1:
         return single
@@ -258,16 +258,3 @@ def shard_estimate(single, gpus: int, sharding: str | None = "ddp", offload: boo
         single, peak_allocated_bytes=allocated, peak_reserved_bytes=reserved, device_total_bytes=total + nccl,
         breakdown=breakdown, phase_peaks=phases, basis=f"{single.basis}+{s}", inputs=inputs, details=details,
     ), single.inputs.get("method", ""))
-
-
-def fit_micro_batch_sharded(req, gpu_memory_bytes: int, gpus: int, sharding: str = "ddp", offload: bool = False,
-                            headroom: float = 0.10, max_micro_batch: int = 64, model_config: dict | None = None):
-    """estimate.memory.fit_micro_batch for N GPUs: the largest per-GPU micro-batch whose per-GPU device
-    total fits, without gradient checkpointing first; None when even micro-batch 1 does not fit."""
-    from cheaptune.estimate.memory import estimate_memory, fit_with
-
-    def estimate_at(b: int, gc: bool):
-        single = estimate_memory(dataclasses.replace(req, micro_batch=b, grad_ckpt=gc, gpus=1, sharding=None))
-        return shard_estimate(single, gpus, sharding, offload, model_config, FsdpRun.of(req))
-
-    return fit_with(estimate_at, gpu_memory_bytes * (1 - headroom), max_micro_batch)

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 import torch
 
 from cheaptune.estimate.build import build_on_meta, meta_to_fake, quiet
+from cheaptune.estimate.layers import decoder_layers, layer_period
+from cheaptune.estimate.mechanisms import mechanism, profile_policy
 from cheaptune.estimate.policy import hf_optim
-from cheaptune.estimate.profiles import mechanism, profile_policy
 from cheaptune.estimate.tracker import PeakTracker
 
 PHASES = ("forward", "backward", "optimizer")
@@ -368,19 +369,9 @@ def _chunked_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
     return total / ids.numel(), tuple(held)
 
 
-def decoder_layers(model, n: int):
-    """The ModuleList of transformer blocks (the one holding `n` modules of one class)."""
-    for mod in model.modules():
-        if isinstance(mod, torch.nn.ModuleList) and len(mod) == n and len({type(m) for m in mod}) == 1:
-            return mod
-    return None
-
-
 def _install_bucket_hooks(model, tracker, cfg) -> None:
     """Label backward by position in the stack: the backward peak of a block stack is reached at its
     top or its bottom (grads grow as saved activations shrink), each affine in the block count."""
-    from cheaptune.estimate.extrapolate import layer_period
-
     n = int(cfg.num_hidden_layers)
     layers = decoder_layers(model, n)
     if layers is None:

@@ -18,6 +18,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from cheaptune.errors import BadInput
+from cheaptune.estimate.profiles import _profiles, get_profile
 
 DATA = Path(__file__).with_name("data") / "versions.yaml"
 SIMULATED = ("torch", "transformers", "peft", "bitsandbytes", "trl")  # what the simulation itself imports
@@ -40,8 +41,6 @@ def mechanisms() -> dict[str, dict]:
 
 
 def known_libraries() -> set[str]:
-    from cheaptune.estimate.profiles import _profiles
-
     return {m["library"] for m in mechanisms().values()} | set(SIMULATED) | {
         p.package for p in _profiles().values() if p.package}
 
@@ -132,8 +131,6 @@ def resolve(trainer: str, pins_text: str | None, method: str) -> Resolved:
 
 @cache
 def _resolve(trainer: str, pins_text: str, method: str) -> Resolved:
-    from cheaptune.estimate.profiles import get_profile
-
     prof = get_profile(trainer)
     libs = library_versions(prof, parse_pins(pins_text))
     flags, notes = {}, []
