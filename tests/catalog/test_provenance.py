@@ -1,7 +1,8 @@
 """Every row of every bundled data file names its source and the date that source gives, honestly.
 
 A row's `source_date` (prices.csv: `date`) is the source's own date or `undated`, never later than the
-day it was read; a file-level date may not speak for its rows; rows recalled from memory are gone.
+day it was read; a file-level date may not speak for its rows; rows recalled from memory are gone, and a GPU
+figure no read source gives is listed under `assumed`.
 """
 
 from __future__ import annotations
@@ -96,8 +97,20 @@ def test_every_yaml_row_carries_its_own_source_and_dates(path, key):
         where = f"{path.name}: {row.get('name') or row.get('provider') or row.get('arch')}"
         assert "http" in row["source"] or REF.search(row["source"]), where
         read = str(row["read"])
-        assert DATE.match(read) or read == "recalled", where
+        assert DATE.match(read), f"{where}: read {read!r} (a row recalled from memory must be checked or go)"
+        assert "recalled" not in str(row.get("checked", "")), f"{where}: checked says recalled"
         _not_after(str(row["source_date"]), read, where)
+
+
+def test_a_gpu_figure_no_read_source_gives_is_marked_assumed_and_shown():
+    """Unsourced figures stay usable but visible: listed under `assumed`, loaded by the catalog, in `gpus`."""
+    from cheaptune.catalog.gpus import list_gpus
+
+    specs = {g.name: g for g in list_gpus()}
+    assert set(specs["RTXA5000"].assumed) == {"memory_gib", "bf16_tflops", "fp16_tflops", "fp32_tflops",
+                                             "mem_bw_gbs"}  # no page with its figures was found
+    assert specs["H100"].assumed == () and specs["H100"].fp32_tflops == 66.9  # glennklockwood, not 67.0
+    assert "fp32_tflops" in specs["MI300X"].assumed
 
 
 def test_hosted_prices_each_have_a_dated_source():

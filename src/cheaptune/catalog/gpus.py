@@ -52,6 +52,8 @@ class GpuSpec(BaseModel):
     source_date: SourceDate
     read: ReadDate
     checked: str
+    # Figures no source that was read gives (kept so the estimators can run; `cheaptune gpus` lists them).
+    assumed: tuple[Literal["memory_gib", "bf16_tflops", "fp16_tflops", "fp32_tflops", "mem_bw_gbs"], ...] = ()
 
     @property
     def memory_bytes(self) -> int:

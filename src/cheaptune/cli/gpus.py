@@ -30,7 +30,8 @@ def register(app: typer.Typer) -> None:
             table.add_column(col, no_wrap=col in ("GPU", "tier"))
         for g in specs:
             notes = ", ".join(n for n, on in (("no CUDA", not g.cuda), ("no 4-bit bnb", not g.bnb_4bit),
-                                              ("fp16 only", not g.bf16)) if on)
+                                              ("fp16 only", not g.bf16),
+                                              (f"assumed: {' '.join(g.assumed)}", bool(g.assumed))) if on)
             table.add_row(g.name, f"{g.memory_gib:.0f}", g.arch, f"{g.peak_tflops('bf16'):g}",
                           f"{g.mem_bw_gbs:g}", g.tier, notes)
         console().print(table)
