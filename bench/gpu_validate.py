@@ -82,7 +82,7 @@ def option_summary(rows: list[dict[str, Any]], gpu: Any = None) -> list[dict[str
                         "tokens_per_s_ratio": round(m["tokens_per_s"] / base["tokens_per_s"], 3),
                         "peak_allocated_ratio": round(m["max_allocated_bytes"] / base["max_allocated_bytes"], 3)})
             if gpu is not None and len(opts) == 1 and opts[0] in YAML_NAMES:
-                from cheaptune.estimate.speedups import method_class
+                from cheaptune.estimate.time.speedups import method_class
 
                 out[-1]["speedups_yaml"] = {
                     "option": YAML_NAMES[opts[0]], "method_class": method_class(method), "vendor": gpu.vendor,
@@ -136,7 +136,7 @@ def estimator_precision(method: str, cuda: bool) -> str:
 
 def predict_memory(case: Case, config: dict[str, Any], precision: str) -> dict[str, Any]:
     """`cheaptune estimate` for the case (runs in a worker process: cold estimates take seconds each)."""
-    from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+    from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory
 
     start = time.monotonic()
     try:
@@ -151,7 +151,7 @@ def predict_memory(case: Case, config: dict[str, Any], precision: str) -> dict[s
 
 def predict_throughput(case: Case, config: dict[str, Any], gpu: Any, trainable: int) -> dict[str, Any]:
     from cheaptune.catalog.models import count_params
-    from cheaptune.estimate.throughput import Job, ModelShape, step_time
+    from cheaptune.estimate.time.throughput import Job, ModelShape, step_time
 
     shape = ModelShape.from_config(config, count_params(config))
     t = step_time(Job(shape, case.method, case.seq_len, case.micro_batch, case.grad_ckpt, trainable), gpu)

@@ -1,4 +1,4 @@
-"""GRPO step time: cheaptune's estimate (estimate/grpo_time.py) vs public GRPO step times, leave-one-source-out.
+"""GRPO step time: cheaptune's estimate (estimate/time/grpo_time.py) vs public GRPO step times, leave-one-source-out.
 
 Usage: .venv/bin/python bench/grpo_accuracy.py [--json] [--write-data]
 Rows: bench/data/grpo_public.csv, scope=bench, whose model is in the catalog and whose completion length is
@@ -40,8 +40,8 @@ from cheaptune.catalog.models import resolve_model
 from cheaptune.errors import BadInput
 from cheaptune.estimate import grpo_setup
 from cheaptune.estimate.grpo_setup import GrpoSetup
-from cheaptune.estimate.grpo_time import grpo_step_time
-from cheaptune.estimate.memory import EstimateRequest
+from cheaptune.estimate.memory.memory import EstimateRequest
+from cheaptune.estimate.time.grpo_time import grpo_step_time
 
 ROWS = Path(__file__).with_name("data") / "grpo_public.csv"
 RESULTS = Path(__file__).with_name("results") / "grpo_accuracy.json"

@@ -28,10 +28,10 @@ from run_record import stamp
 
 from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.errors import BadInput
-from cheaptune.estimate import intervals
-from cheaptune.estimate import throughput as tp
-from cheaptune.estimate.cost import constants
-from cheaptune.estimate.scaling import Layout
+from cheaptune.estimate.cost.cost import constants
+from cheaptune.estimate.time import intervals
+from cheaptune.estimate.time import throughput as tp
+from cheaptune.estimate.time.scaling import Layout
 
 JOBS = Path(__file__).with_name("data") / "jobs_public.csv"
 RESULTS = Path(__file__).with_name("results") / "job_accuracy.json"

@@ -28,8 +28,8 @@ from pathlib import Path
 from run_record import stamp
 
 from cheaptune.cli.estimate import request_from_options
-from cheaptune.estimate import overheads
-from cheaptune.estimate.memory import estimate_memory
+from cheaptune.estimate.memory import overheads
+from cheaptune.estimate.memory.memory import estimate_memory
 
 HERE = Path(__file__).parent
 UNITS = {"GB": 1e9, "GiB": 2**30, "MiB": 2**20, "MB": 1e6}
@@ -118,7 +118,7 @@ def stated_versions(text: str) -> tuple[str | None, str | None]:
     """(trainer version, 'lib==X,...') from a versions column such as 'litgpt 0.4.5; bitsandbytes==0.42.0
     (pyproject); torch>=2.2.0' or 'unsloth 2024.8; transformers 4.44.2; torch 2.4.0+cu121': exact versions only
     (a range is what the release's own pins say already)."""
-    from cheaptune.estimate.versions import known_libraries
+    from cheaptune.estimate.memory.versions import known_libraries
 
     found = dict(re.findall(r"([A-Za-z_-]+)(?:==| )(\d[\w.+]*)", text or ""))
     found = {k.lower(): v for k, v in found.items()}

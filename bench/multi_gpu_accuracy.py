@@ -24,7 +24,7 @@ from memory_accuracy import TRAINER, cli_options
 from run_record import stamp
 
 from cheaptune.cli.estimate import request_from_options
-from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory
 
 ROWS = Path(__file__).with_name("data") / "vram_multi_gpu.csv"
 UNIT = {"GB": 1e9, "GiB": 2**30, "MB": 1e6, "MiB": 2**20}

@@ -9,7 +9,7 @@ constant is scored on rows it was fitted on. A stack with a single source has no
 predicted with the constants fitted on every other stack's rows, and says so. Reported per board, method and
 GPU count: typical (geometric mean of max(r, 1/r)), worst and bias (geometric mean of r), r = predicted /
 measured tokens/s, with the in-sample (fitted-row) figure beside it, and the share of held-out rows inside the
-p10-p90 interval the plan would give them (estimate/intervals.py) from the other sources' residuals and width.
+p10-p90 interval the plan would give them (estimate/time/intervals.py) from the other sources' residuals and width.
 --write-data writes what the planner reads: the product stacks' fitted constants (estimate/data/steptime.yaml,
 in place), their held-out residuals (estimate/data/time_residuals.json) and the MFU ceilings
 (estimate/data/mfu_ceilings.yaml). Baseline: 6N (full) or 4N (adapters) FLOPs per token at
@@ -37,9 +37,9 @@ from run_record import stamp
 
 from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.catalog.models import resolve_model
-from cheaptune.estimate import intervals
-from cheaptune.estimate import throughput as tp
-from cheaptune.estimate.scaling import Layout
+from cheaptune.estimate.time import intervals
+from cheaptune.estimate.time import throughput as tp
+from cheaptune.estimate.time.scaling import Layout
 
 ROWS = Path(__file__).with_name("data") / "throughput_public.csv"
 RESULTS = Path(__file__).with_name("results") / "throughput_accuracy.json"
@@ -293,14 +293,14 @@ def write_data(results: list[dict], tables: dict, rows: list[dict], coverage_doc
                  for r in results]
     (DATA / "time_residuals.json").write_text(json.dumps(
         {"about": "leave-one-source-out residuals of the step-time model: ln(measured time / predicted time) per "
-                  "public row; written by bench/throughput_accuracy.py --write-data, read by estimate/intervals.py",
+                  "public row; written by bench/throughput_accuracy.py --write-data, read by estimate/time/intervals.py",
          "date": dt.date.today().isoformat(), "widen": coverage_doc["widen"], "coverage": coverage_doc,
          "rows": residuals}, indent=1) + "\n")
     head = ("# Best published MFU per board and method class (model FLOPs without recompute / datasheet peak, the\n"
             "# step-time model's FLOP count), reached by a public row of bench/data/throughput_public.csv as run.\n"
             "# of_gemm: that MFU over the board's measured matmul fraction (estimate/data/steptime.yaml). Rows faster\n"
             "# than their board's measured matmul rate set no ceiling. Written by bench/throughput_accuracy.py\n"
-            "# --write-data; read by estimate/ceilings.py, which caps every plan row's speed at its board's ceiling\n"
+            "# --write-data; read by estimate/time/ceilings.py, which caps every plan row's speed at its board's ceiling\n"
             "# (without a row there: the best of_gemm of the class times the board's measured matmul fraction).\n")
     body = {"ceilings": ceilings(results), "stacks_fitted": tables}
     (DATA / "mfu_ceilings.yaml").write_text(head + yaml.safe_dump(body, sort_keys=True, width=120))

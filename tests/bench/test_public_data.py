@@ -15,8 +15,8 @@ import pytest
 
 from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.catalog.models import resolve_model
-from cheaptune.estimate.scaling import SHARDINGS
-from cheaptune.estimate.throughput import ADAPTER_METHODS
+from cheaptune.estimate.time.scaling import SHARDINGS
+from cheaptune.estimate.time.throughput import ADAPTER_METHODS
 
 DATA = Path(__file__).resolve().parents[2] / "bench" / "data"
 STACKS = {"cheaptune", "hf", "trl", "axolotl", "unsloth", "torchtune", "fms-fsdp", "other"}

@@ -243,7 +243,7 @@ def test_building_a_config_leaves_the_catalog_entry_unchanged():
     import copy
 
     from cheaptune.catalog.models import to_hf_config
-    from cheaptune.estimate.compute import hf_config
+    from cheaptune.estimate.memory.compute import hf_config
 
     spec = resolve_model("Llama-3.1-8B")
     before = copy.deepcopy(spec.config)

@@ -49,7 +49,7 @@ def test_estimate_of_a_lora_says_the_options_are_possible_and_unmeasured(run_cli
 
 def test_estimate_times_each_trainers_own_stack(run_cli, tiny_model_dir):
     """--trainer picks the step-time constants of that trainer's stack (steptime.yaml stacks): Unsloth's own."""
-    from cheaptune.estimate import throughput as tp
+    from cheaptune.estimate.time import throughput as tp
 
     speed = {}
     for trainer in ("hf", "unsloth"):

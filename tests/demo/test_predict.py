@@ -60,7 +60,7 @@ def test_measured_shape_is_the_jobs_mlp(tiny_model_dir):
 def test_measured_rate_is_not_discounted_again(tiny_model_dir):
     """With no fixed or optimizer cost, compute time is FLOPs over the measured rate: the GPU curve is undone."""
     from cheaptune.catalog.models import count_params
-    from cheaptune.estimate.throughput import ModelShape, flops_per_token
+    from cheaptune.estimate.time.throughput import ModelShape, flops_per_token
 
     config = json.loads((tiny_model_dir / "config.json").read_text())
     board = CpuBoard(fp32_tflops=0.05, mem_bw_gbs=1e9)  # bandwidth so high the optimizer step is ~0 s

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from cheaptune.estimate.memory import EstimateRequest, normalize
+from cheaptune.estimate.memory.memory import EstimateRequest, normalize
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from cheaptune.catalog.gpus import list_gpus, resolve_gpu
-from cheaptune.estimate import ceilings
-from cheaptune.estimate.cost import constants
-from cheaptune.estimate.throughput import ModelShape, flops_per_token
+from cheaptune.estimate.cost.cost import constants
+from cheaptune.estimate.time import ceilings
+from cheaptune.estimate.time.throughput import ModelShape, flops_per_token
 from cheaptune.plan.candidates import FitOutcome, GpuFit
 from cheaptune.plan.pricing import price_option
 from cheaptune.plan.workload import Workload
@@ -38,7 +38,7 @@ def test_no_plan_row_over_the_catalog_beats_the_best_published_mfu(method):
 
 
 def test_a_capped_row_says_so_and_a_board_without_rows_borrows_the_best_share_of_its_matmul_rate():
-    from cheaptune.estimate import throughput as tp
+    from cheaptune.estimate.time import throughput as tp
 
     board = next(g for g in list_gpus() if f"{g.name}/adapter" not in ceilings.table() and g.vendor == "nvidia")
     c = ceilings.ceiling(board, "lora")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cheaptune.estimate import cost
+from cheaptune.estimate.cost import cost
 
 
 def test_billing_rounds_up_to_unit_and_minimum():

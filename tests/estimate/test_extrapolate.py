@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cheaptune.estimate.extrapolate import layer_period, simulate_extrapolated
-from cheaptune.estimate.simulate import simulate
+from cheaptune.estimate.memory.extrapolate import layer_period, simulate_extrapolated
+from cheaptune.estimate.memory.simulate import simulate
 from tests.estimate.conftest import request
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cheaptune.estimate.memory import EstimateRequest, MemoryEstimate
-from cheaptune.estimate.sharding import FsdpRun, shard_estimate
+from cheaptune.estimate.memory.memory import EstimateRequest, MemoryEstimate
+from cheaptune.estimate.memory.sharding import FsdpRun, shard_estimate
 
 GIB = 2**30
 # Llama-2-7B's shape: 32 blocks, 4096 hidden, 32000 vocab, untied head

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cheaptune.estimate.memory import MemoryEstimate
-from cheaptune.estimate.sharding import shard_estimate
+from cheaptune.estimate.memory.memory import MemoryEstimate
+from cheaptune.estimate.memory.sharding import shard_estimate
 
 GIB = 2**30
 # Llama-2-70B's shape: 80 blocks, 8192 hidden, 32000 vocab, untied head

@@ -10,10 +10,10 @@ import pytest
 from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.catalog.models import resolve_model
 from cheaptune.errors import BadInput
-from cheaptune.estimate.grpo_memory import estimate_grpo_memory, fit_problem, kv_refusal
 from cheaptune.estimate.grpo_setup import GrpoSetup, kv_bytes_per_token
-from cheaptune.estimate.grpo_time import grpo_step_time
-from cheaptune.estimate.memory import EstimateRequest
+from cheaptune.estimate.memory.grpo_memory import estimate_grpo_memory, fit_problem, kv_refusal
+from cheaptune.estimate.memory.memory import EstimateRequest
+from cheaptune.estimate.time.grpo_time import grpo_step_time
 
 GIB = 2**30
 
@@ -29,7 +29,7 @@ def fake_step(monkeypatch, tiny):
     from types import SimpleNamespace
 
     from cheaptune.catalog.models import count_params
-    from cheaptune.estimate import grpo_memory
+    from cheaptune.estimate.memory import grpo_memory
 
     step = SimpleNamespace(device_total_bytes=GIB, total_params=count_params(tiny), trainable_params=10_000)
     monkeypatch.setattr(grpo_memory, "_policy_step", lambda setup: step)

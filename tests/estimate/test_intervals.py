@@ -7,7 +7,7 @@ import math
 import pytest
 
 from cheaptune.catalog.gpus import resolve_gpu
-from cheaptune.estimate import intervals
+from cheaptune.estimate.time import intervals
 
 
 def rows(board: str, method: str, gpus: int, ratios, stack: str = "hf") -> list[dict]:

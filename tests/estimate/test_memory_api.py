@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate.memory import EstimateRequest, estimate_memory, fit_micro_batch
+from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory, fit_micro_batch
 from cheaptune.estimate.policy import DEFAULT_PRECISION, METHODS
 
 
@@ -41,7 +41,7 @@ def test_warm_call_reads_cache_without_torch(tiny_cfg, tmp_path, monkeypatch):
     monkeypatch.setenv("CHEAPTUNE_HOME", str(tmp_path))
     cold = estimate_memory(_req(tiny_cfg))
     script = (
-        "import json,sys; from cheaptune.estimate.memory import EstimateRequest, estimate_memory\n"
+        "import json,sys; from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory\n"
         f"e = estimate_memory(EstimateRequest(model=json.loads({json.dumps(json.dumps(tiny_cfg.to_dict()))}),"
         " method='lora', micro_batch=2, seq_len=64))\n"
         "print(json.dumps([e.peak_allocated_bytes, 'torch' in sys.modules]))"
@@ -88,7 +88,7 @@ def test_custom_model_falls_back_to_analytic_erring_high(tiny_cfg):
 def test_lora_target_presets_follow_the_architecture(tiny_cfg):
     from transformers import FalconConfig, Phi3Config
 
-    from cheaptune.estimate.targets import resolve_targets
+    from cheaptune.estimate.memory.targets import resolve_targets
 
     assert resolve_targets(tiny_cfg, "qv") == ["q_proj", "v_proj"]
     assert resolve_targets(tiny_cfg, "mlp,lm_head") == ["down_proj", "gate_proj", "lm_head", "up_proj"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cheaptune.demo.tiny import tiny_llama_config
-from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory
 from cheaptune.estimate.settings import TrainSettings
 
 MODEL = tiny_llama_config(512, hidden_size=128, intermediate_size=352).to_dict()

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate.memory import EstimateRequest, estimate_memory
-from cheaptune.estimate.profiles import _profiles, get_profile, trainers
+from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory
+from cheaptune.estimate.memory.profiles import _profiles, get_profile, trainers
 
 STOCK = Path(__file__).parent / "data" / "axolotl_llama2_qlora.yml"  # axolotl v0.18.0 examples/llama-2/qlora.yml
 
@@ -85,7 +85,7 @@ def test_axolotl_casts_the_kbit_upcast_back_from_0_3_0(tiny_cfg):
 def test_litgpt_bf16_mixed_keeps_every_weight_and_logits_chunk_in_fp32(tiny_cfg, make_request):
     """Lightning Fabric's bf16-mixed builds the model in fp32 (bench row R18); under either precision Fabric
     casts the outputs to fp32 (convert_output), so the logits chunks litgpt holds are fp32."""
-    from cheaptune.estimate.simulate import simulate
+    from cheaptune.estimate.memory.simulate import simulate
 
     lit = _peak(tiny_cfg, trainer="litgpt", method="lora", precision="bf16-mixed")
     ours = _peak(tiny_cfg, method="lora", precision="bf16-mixed")
@@ -127,9 +127,9 @@ def _tiny_phi():
 
 
 def test_litgpt_runs_torchs_fused_gelu_where_hf_phi_runs_a_python_one(make_request):
-    from cheaptune.estimate.build import instantiate_on_meta
-    from cheaptune.estimate.profiles import apply_model_quirks
-    from cheaptune.estimate.simulate import simulate
+    from cheaptune.estimate.memory.build import instantiate_on_meta
+    from cheaptune.estimate.memory.profiles import apply_model_quirks
+    from cheaptune.estimate.memory.simulate import simulate
 
     model = instantiate_on_meta(_tiny_phi())
     assert apply_model_quirks(model, "cheaptune") == 0
@@ -152,7 +152,7 @@ def _saved_bytes(cfg, targets: list[str], fused: bool) -> int:
     import peft
     from transformers import AutoModelForCausalLM
 
-    from cheaptune.estimate.fused_qkv import apply_fused_qkv
+    from cheaptune.estimate.memory.fused_qkv import apply_fused_qkv
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
@@ -201,7 +201,7 @@ def test_math_sdpa_in_16_bits_as_torch_before_2_5_ran_it(make_request):
     upcasts them to fp32, torch 2.1 (litgpt's resource tables) kept bf16, half the bytes; the flag is restored."""
     from transformers import FalconConfig
 
-    from cheaptune.estimate.simulate import simulate
+    from cheaptune.estimate.memory.simulate import simulate
 
     cfg = FalconConfig(hidden_size=64, num_attention_heads=4, multi_query=True, new_decoder_architecture=False,
                        alibi=False, num_hidden_layers=2, vocab_size=128, max_position_embeddings=512)
@@ -214,7 +214,7 @@ def test_math_sdpa_in_16_bits_as_torch_before_2_5_ran_it(make_request):
 
 def test_any_peft_method_is_built_from_its_saved_config(tiny_cfg):
     """A saved PeftConfig (here VeRA, as in PEFT's method_comparison results) is what the simulation trains."""
-    from cheaptune.estimate.build import peft_config_from_json
+    from cheaptune.estimate.memory.build import peft_config_from_json
 
     vera = {"peft_type": "VERA", "task_type": None, "r": 8, "target_modules": ["q_proj", "v_proj"],
             "peft_version": "0.19.2.dev0@UNKNOWN", "base_model_name_or_path": "meta-llama/Llama-3.2-3B"}
@@ -272,7 +272,7 @@ def test_litgpt_keeps_its_own_lm_head_where_hf_ties_it(tiny_cfg):
 
 def test_fp16_quant_state_doubles_the_dequantized_weight(make_request, tiny_cfg):
     """Lightning quantizes from fp16, so bitsandbytes' dequantize_4bit gives fp16 and .to(A.dtype) a bf16 copy."""
-    from cheaptune.estimate.overheads import workspaces
+    from cheaptune.estimate.memory.overheads import workspaces
 
     cfg = tiny_cfg.to_dict()
     big = 4096 * 4096

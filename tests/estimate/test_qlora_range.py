@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cheaptune.estimate.memory import EstimateRequest, estimate_memory, with_range
+from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory, with_range
 
 
 def test_qlora_shows_a_range_and_device_total_is_its_upper_end(tiny_cfg):
@@ -24,7 +24,7 @@ def test_qlora_shows_a_range_and_device_total_is_its_upper_end(tiny_cfg):
 def test_sharding_a_qlora_estimate_shards_its_simulated_end_then_takes_the_range(tiny_cfg):
     """shard_estimate of an estimate that already carries a range (the plan shards estimate_memory's result)
     gives what estimate_memory gives for the same GPUs: no stale margin, the range of the sharded peak."""
-    from cheaptune.estimate.sharding import shard_estimate
+    from cheaptune.estimate.memory.sharding import shard_estimate
 
     base = dict(model=tiny_cfg.to_dict(), method="qlora", micro_batch=1, seq_len=16)
     one = estimate_memory(EstimateRequest(**base))

@@ -4,11 +4,11 @@ reentrant one only for the block being recomputed (its first forward runs under 
 
 from __future__ import annotations
 
-from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory
 
 
 def test_reentrant_checkpointing_drops_old_bitsandbytes_kept_inputs(tiny_cfg, make_request):
-    from cheaptune.estimate.simulate import simulate
+    from cheaptune.estimate.memory.simulate import simulate
 
     kw = dict(method="qlora", micro_batch=2, seq_len=128, lora_targets="qv", grad_ckpt=True, trainer="axolotl")
     pins = {(keep, re): ",".join(("bitsandbytes==" + ("0.41.1" if keep else "0.50.2"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cheaptune.estimate.simulate import simulate
+from cheaptune.estimate.memory.simulate import simulate
 from tests.estimate.conftest import request, smollm2_like
 
 VARIANTS = [

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from cheaptune.estimate import spot
+from cheaptune.estimate.cost import spot
 
 
 def simulate_wall_s(

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate import throughput as tp
+from cheaptune.estimate.time import throughput as tp
 
 LLAMA_8B = tp.ModelShape(params=8_030_000_000, hidden=4096, layers=32, vocab=128256, tied_embeddings=False)
 LLAMA_3B = tp.ModelShape(params=3_210_000_000, hidden=3072, layers=28, vocab=128256, tied_embeddings=True)

@@ -1,4 +1,4 @@
-"""Versions as estimate inputs (estimate/versions.py): a trainer release or library pins pick the
+"""Versions as estimate inputs (estimate/memory/versions.py): a trainer release or library pins pick the
 version-dependent mechanisms; a version not known takes the heavier side and says so."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate.versions import _side, mechanisms, parse_pins, resolve, split_trainer
+from cheaptune.estimate.memory.versions import _side, mechanisms, parse_pins, resolve, split_trainer
 
 
 def test_every_mechanism_names_its_library_release_and_source():
@@ -54,7 +54,7 @@ def test_bad_pins_and_trainer_versions_are_one_line():
 def test_foreach_adamw_holds_a_temporary_the_size_of_the_trainable_weights(tiny_cfg):
     """HF Trainer's default before torch 2.8 (adamw_torch) runs torch's multi-tensor AdamW on CUDA, whose step
     holds sqrt(exp_avg_sq) for every weight at once; the fused default since holds none of that."""
-    from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+    from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory
 
     assert resolve("hf", "torch==2.4.1", "full").flags["foreach_adamw"] is True
     assert resolve("hf", None, "full").flags["foreach_adamw"] is False  # installed torch 2.13: fused

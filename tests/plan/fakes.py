@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from types import SimpleNamespace
 
-from cheaptune.estimate.throughput import ModelShape
+from cheaptune.estimate.time.throughput import ModelShape
 from cheaptune.plan.candidates import FitOutcome, planned_micro
 
 GIB = 1024**3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cheaptune.estimate.cost import SECONDS_PER_HOUR
+from cheaptune.estimate.cost.cost import SECONDS_PER_HOUR
 from tests.plan.test_planner import plan
 
 
@@ -25,7 +25,7 @@ def test_every_term_has_seconds_and_a_source_and_they_sum_to_the_hours():
 def test_the_download_uses_the_listings_bandwidth_where_it_states_one():
     from types import SimpleNamespace
 
-    from cheaptune.estimate.cost import constants
+    from cheaptune.estimate.cost.cost import constants
     from cheaptune.plan.pricing import download_rate
 
     fast = SimpleNamespace(listing={"inet_down_mbps": 8000.0})

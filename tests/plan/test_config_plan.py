@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory
 from tests.helpers import differences
 
 AXOLOTL = """base_model: {model}

@@ -45,7 +45,7 @@ def test_warnings_and_hosted_alternatives():
 def test_plan_ranks_placements_and_counts_by_cost(run_cli, monkeypatch):
     from types import SimpleNamespace
 
-    from cheaptune.estimate import grpo_memory
+    from cheaptune.estimate.memory import grpo_memory
 
     step = SimpleNamespace(device_total_bytes=2 * 2**30, total_params=resolve_model(MODEL).params,
                            trainable_params=1_000_000)  # the simulator's policy step, tested in tests/estimate

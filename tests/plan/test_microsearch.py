@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cheaptune.estimate.memory import fit_with
+from cheaptune.estimate.memory.memory import fit_with
 from cheaptune.plan.candidates import planned_micro
 from cheaptune.plan.microsearch import Points, largest_fit, planned_points
 

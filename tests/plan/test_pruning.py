@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from cheaptune.catalog.models import resolve_model
-from cheaptune.estimate.throughput import ModelShape
+from cheaptune.estimate.time.throughput import ModelShape
 from cheaptune.plan.candidates import FitOutcome, planned_micro
 from cheaptune.plan.planner import make_plan
 from cheaptune.plan.sources import load_catalog
@@ -79,7 +79,7 @@ def test_pruned_shortlist_equals_the_unpruned_one(catalog, name, optimize):
 @pytest.fixture
 def fast_everywhere(monkeypatch):
     """Every speed option measured at x1.3 wherever it runs: the factor pricing applies must be in the bound."""
-    from cheaptune.estimate import speedups
+    from cheaptune.estimate.time import speedups
 
     monkeypatch.setattr(speedups, "measured_factor", lambda gpu, name, method: 1.3)
 
@@ -87,7 +87,7 @@ def fast_everywhere(monkeypatch):
 @pytest.mark.parametrize("optimize", ["cost", "time"])
 @pytest.mark.parametrize("name", ["issue-33-1b", "code-completion"])
 def test_best_case_is_below_every_priced_option(catalog, name, optimize, fast_everywhere):
-    from cheaptune.estimate.cost import constants
+    from cheaptune.estimate.cost.cost import constants
     from cheaptune.plan.planner import _best_case
     from cheaptune.plan.scaleout import Candidate
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from cheaptune.estimate import memory, sharding
+from cheaptune.estimate.memory import memory, sharding
 from cheaptune.plan.sources import real_fit, real_multi_fit
 
 GIB = 1024**3

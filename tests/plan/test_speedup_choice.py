@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from cheaptune.catalog.gpus import list_gpus, resolve_gpu
-from cheaptune.estimate.speedups import PLANNED, describe_unmeasured, for_gpu, method_class, table
+from cheaptune.estimate.time.speedups import PLANNED, describe_unmeasured, for_gpu, method_class, table
 from cheaptune.plan.planner import make_plan
 from cheaptune.plan.save import to_planfile
 from cheaptune.plan.workload import Constraints, Workload

@@ -6,8 +6,8 @@ import pytest
 
 from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.errors import BadInput
-from cheaptune.estimate import throughput as tp
-from cheaptune.estimate.scaling import Layout, communication, intra_node_gbs
+from cheaptune.estimate.time import throughput as tp
+from cheaptune.estimate.time.scaling import Layout, communication, intra_node_gbs
 
 LLAMA_8B = tp.ModelShape(params=8_030_000_000, hidden=4096, layers=32, vocab=128256, tied_embeddings=False)
 LORA_PARAMS = 42_000_000

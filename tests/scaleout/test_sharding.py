@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate.memory import MemoryEstimate
-from cheaptune.estimate.sharding import shard_estimate
+from cheaptune.estimate.memory.memory import MemoryEstimate
+from cheaptune.estimate.memory.sharding import shard_estimate
 
 GIB = 2**30
 # A Llama-7B-like config: 32 layers, 4096 hidden, 32000 vocab.
@@ -101,7 +101,7 @@ def test_bad_input_is_one_line():
 
 
 def test_real_simulated_estimate_of_the_tiny_model(tiny_model_dir):
-    from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+    from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory
 
     single = estimate_memory(EstimateRequest(model=str(tiny_model_dir), method="full", seq_len=64,
                                              precision="bf16-true"))
@@ -119,7 +119,7 @@ def test_sharded_fit_finds_the_largest_per_gpu_micro_batch(tiny_model_dir):
     import dataclasses
     import json
 
-    from cheaptune.estimate.memory import EstimateRequest, estimate_memory, fit_micro_batch_sharded
+    from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory, fit_micro_batch_sharded
 
     cfg = json.loads((tiny_model_dir / "config.json").read_text())
     req = EstimateRequest(model=str(tiny_model_dir), method="full", seq_len=64, precision="bf16-true")

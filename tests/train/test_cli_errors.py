@@ -19,7 +19,7 @@ def test_missing_config_is_said_before_torch_is_imported(tmp_path):
 
 
 def test_estimate_rejects_an_unknown_gpu_before_simulating(run_cli, monkeypatch):
-    import cheaptune.estimate.memory as memory
+    import cheaptune.estimate.memory.memory as memory
 
     def no_simulation(*a, **k):
         raise AssertionError("simulated before the GPU was checked")

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from cheaptune.estimate.memory import estimate_memory
+from cheaptune.estimate.memory.memory import estimate_memory
 from cheaptune.estimate.policy import METHODS
 from cheaptune.estimate.settings import for_gpu
 from cheaptune.plan import planfile

@@ -8,10 +8,10 @@ import json
 import pytest
 import torch
 
-from cheaptune.estimate.compute import hf_config
-from cheaptune.estimate.memory import EstimateRequest, estimate_memory, normalize
+from cheaptune.estimate.memory.compute import hf_config
+from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory, normalize
+from cheaptune.estimate.memory.tracker import PeakTracker
 from cheaptune.estimate.policy import DEFAULT_PRECISION, METHODS, hf_optim, resolve_policy
-from cheaptune.estimate.tracker import PeakTracker
 from cheaptune.train.config import validate
 from cheaptune.train.methods import build_model, resolve_precision
 
@@ -45,7 +45,7 @@ def _weights(model) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("method", METHODS)
 def test_trainer_builds_the_model_the_estimator_simulates(tiny_model_dir, tmp_path, method):
-    from cheaptune.estimate.build import build_on_meta, quiet
+    from cheaptune.estimate.memory.build import build_on_meta, quiet
 
     precision = DEFAULT_PRECISION[method]  # the GPU policy, asked for explicitly on CPU
     cfg = _cfg(tiny_model_dir, method, tmp_path, precision=precision)
@@ -109,7 +109,7 @@ def test_real_trainer_step_peaks_where_the_estimate_says(tiny_model_dir, tmp_pat
     which allocate nothing per tile; trl's CPU fallback does, so the CPU run is compared with the same
     simulation run on that fallback (loss_kernels="cpu"), and the estimate is checked to be that GPU
     simulation plus the CUDA kernel workspaces."""
-    from cheaptune.estimate.simulate import make_optimizer, simulate
+    from cheaptune.estimate.memory.simulate import make_optimizer, simulate
 
     trainer = _trainer(tiny_model_dir, method, tmp_path)
     assert trainer.args.optim == hf_optim("adamw", "cpu")

@@ -7,7 +7,7 @@ import pytest
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate.settings import TrainSettings
-from cheaptune.estimate.speedups import speedup, table
+from cheaptune.estimate.time.speedups import speedup, table
 from cheaptune.train import speedups
 from cheaptune.train.config import validate
 from cheaptune.train.methods import Precision, load_model

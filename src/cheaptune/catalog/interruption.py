@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from cheaptune.catalog import DATA_DIR, ReadDate, SourceDate, SourceRef, file_version, load_rows
 from cheaptune.errors import BadInput
-from cheaptune.estimate.spot import PESSIMISTIC_RATE_FACTOR
+from cheaptune.estimate.cost.spot import PESSIMISTIC_RATE_FACTOR
 
 RATES_FILE = DATA_DIR / "interruption.yaml"
 

@@ -55,7 +55,7 @@ def _with_speedups(t, gpu, method: str) -> dict:
     """The speed options a plan turns on for `method` on `gpu` (estimate.speedups.for_gpu: measured there only)
     and the tokens/s with them: the step time alone is without them, so `estimate` and `plan` would otherwise
     disagree by their factor."""
-    from cheaptune.estimate.speedups import describe, describe_unmeasured, for_gpu
+    from cheaptune.estimate.time.speedups import describe, describe_unmeasured, for_gpu
 
     fast = for_gpu(gpu, method)
     return {"options": list(fast.options), "factor": round(fast.factor, 4),
@@ -83,7 +83,7 @@ def _render_time(t, gpu: str, nodes: int, fast: dict) -> None:
 def _notes(req, foreign, est) -> None:
     """What the estimate took from a config file, the versions it modelled, and what it could not simulate."""
     from cheaptune.cli.output import console
-    from cheaptune.estimate.profiles import get_profile
+    from cheaptune.estimate.memory.profiles import get_profile
 
     out = console()
     prof = get_profile(req.trainer)
@@ -131,10 +131,10 @@ def request_from_options(*, config: str | None = None, trainer: str | None = Non
     """(EstimateRequest, ForeignConfig | None) that `cheaptune estimate` makes of its options. The memory bench
     builds every row with it, so a bench figure is what a user gets from the same flags.
 
-    `trainer` may name a release (litgpt==0.4.9): its version joins the `versions` pins (estimate/versions.py)."""
+    `trainer` may name a release (litgpt==0.4.9): its version joins the `versions` pins (estimate/memory/versions.py)."""
     from cheaptune.errors import BadInput
-    from cheaptune.estimate.profiles import get_profile
-    from cheaptune.estimate.versions import join_pins, parse_pins, split_trainer
+    from cheaptune.estimate.memory.profiles import get_profile
+    from cheaptune.estimate.memory.versions import join_pins, parse_pins, split_trainer
     from cheaptune.plan.foreign_config import request_for
 
     name, own = split_trainer(trainer)
@@ -217,7 +217,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Predict peak GPU memory of a training step by simulating it on fake tensors (per GPU with --gpu-count N)."""
         from cheaptune.catalog.gpus import resolve_gpu
-        from cheaptune.estimate.memory import estimate_memory
+        from cheaptune.estimate.memory.memory import estimate_memory
 
         board = resolve_gpu(gpu) if gpu is not None else None  # an unknown GPU fails before the simulation
         grpo = objective.lower() == "grpo"  # an RL step: cli/grpo.py (--micro-batch counts completions)
@@ -243,7 +243,7 @@ def register(app: typer.Typer) -> None:
             est = estimate_memory(req)
         timed = None
         if board is not None:
-            from cheaptune.estimate.throughput import step_time_for
+            from cheaptune.estimate.time.throughput import step_time_for
 
             timed = step_time_for(req, est.trainable_params, board, gpu_count, nodes, grad_accum)
             fast = _with_speedups(timed, board, req.method)

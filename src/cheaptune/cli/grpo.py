@@ -48,11 +48,11 @@ def setup_from(req: Any, flags: RlFlags, grad_accum: int):
 
 def estimate_grpo(req: Any, board: Any, flags: RlFlags, grad_accum: int, headroom: float, as_json: bool) -> None:
     """Memory parts per training GPU (and per generator GPU), the verdict, and the step time with its parts."""
-    from cheaptune.estimate.grpo_memory import estimate_grpo_memory, fit_problem
-    from cheaptune.estimate.grpo_time import grpo_step_time
-    from cheaptune.estimate.memory import model_config
-    from cheaptune.estimate.profiles import get_profile
-    from cheaptune.estimate.throughput import stack_for
+    from cheaptune.estimate.memory.grpo_memory import estimate_grpo_memory, fit_problem
+    from cheaptune.estimate.memory.memory import model_config
+    from cheaptune.estimate.memory.profiles import get_profile
+    from cheaptune.estimate.time.grpo_time import grpo_step_time
+    from cheaptune.estimate.time.throughput import stack_for
 
     if board is None:
         raise BadInput("--objective grpo needs --gpu (vLLM's share and the step time depend on the board)")

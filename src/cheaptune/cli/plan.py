@@ -73,7 +73,7 @@ def plan_command(
     from cheaptune.catalog.gpus import resolve_gpu
     from cheaptune.catalog.models import loadable_name, resolve_model
     from cheaptune.errors import BadInput, Infeasible
-    from cheaptune.estimate.throughput import ModelShape
+    from cheaptune.estimate.time.throughput import ModelShape
     from cheaptune.plan import planfile, render, sources
     from cheaptune.plan.planner import make_plan
     from cheaptune.plan.save import to_planfile

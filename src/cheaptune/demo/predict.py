@@ -79,7 +79,7 @@ class Prediction:
 def predict(config: dict[str, Any], cfg: Any, board: CpuBoard) -> Prediction:
     """Speed and time of the LoRA run `cfg` (a TrainConfig) on `board`, in fp32 (what train uses on CPU)."""
     from cheaptune.catalog.models import count_params
-    from cheaptune.estimate.throughput import Job, ModelShape, load_table, matmul_efficiency, step_time
+    from cheaptune.estimate.time.throughput import Job, ModelShape, load_table, matmul_efficiency, step_time
 
     table = dict(load_table())
     sf = table["sustained_fraction"]

@@ -159,7 +159,7 @@ def generator_weight_bytes(params: int, method: str, stack: str) -> float:
     """Bytes of the generator's weights: 16-bit, as trl loads vLLM from the model name (a QLoRA run's vLLM
     holds the bf16 base); Unsloth's fast_inference loads the 4-bit base into vLLM itself."""
     if method == "qlora" and stack == "unsloth":
-        from cheaptune.estimate.throughput import load_table
+        from cheaptune.estimate.time.throughput import load_table
 
         return params * float(load_table()["dequant"]["stored_bytes_per_param"]["value"])
     return params * 2.0

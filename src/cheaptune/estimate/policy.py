@@ -41,7 +41,7 @@ OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor")
 ATTNS = ("sdpa", "flash", "eager")
 # "trl": our trainer (trl SFTTrainer's chunked LM head, no full logits); "hf": a plain transformers Trainer,
 # whose loss materialises fp32 logits over the whole vocabulary (for users who train that way).
-# "chunked": logits and cross-entropy chunk by chunk, as litgpt and torchtune do (estimate/profiles.py).
+# "chunked": logits and cross-entropy chunk by chunk, as litgpt and torchtune do (estimate/memory/profiles.py).
 LOSSES = ("trl", "hf", "chunked")
 OBJECTIVES = ("sft", "dpo", "orpo")  # the trl trainer a run uses: SFTTrainer, DPOTrainer, ORPOTrainer
 

@@ -20,7 +20,7 @@ LORA_METHODS = ("lora", "qlora", "dora")
 # The policy's names are the allowed values, so the estimator, the plan file and the trainer share one list.
 _CHOICES = {"method": policy.METHODS, "precision": policy.PRECISIONS, "quant": policy.QUANTS,
             "optimizer": policy.OPTIMIZERS, "attn": policy.ATTNS, "loss": policy.LOSSES, "sharding": SHARDINGS,
-            "objective": (*policy.OBJECTIVES, "grpo")}  # grpo: estimated by estimate.grpo_memory/grpo_time
+            "objective": (*policy.OBJECTIVES, "grpo")}  # grpo: estimated by estimate.memory.grpo_memory/time.grpo_time
 
 
 class TrainSettings(BaseModel):
@@ -95,14 +95,14 @@ class TrainSettings(BaseModel):
 
     @property
     def speedup(self):
-        """The time model's factor for the speed options on (estimate.speedups), with sources."""
-        from cheaptune.estimate.speedups import speedup
+        """The time model's factor for the speed options on (estimate.time.speedups), with sources."""
+        from cheaptune.estimate.time.speedups import speedup
 
         return speedup(self.liger_kernel, self.torch_compile, self.optimizer)
 
     def request(self, model: Any):
         """The estimator's request for these settings (model: catalog id, hub id, folder or config dict)."""
-        from cheaptune.estimate.memory import EstimateRequest
+        from cheaptune.estimate.memory.memory import EstimateRequest
 
         return EstimateRequest(
             model=model, method=self.method, lora_r=self.lora_r or 16, lora_alpha=self.lora_alpha or 32,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cheaptune.errors import BadInput, CheaptuneError
-from cheaptune.estimate.cost import SECONDS_PER_HOUR
+from cheaptune.estimate.cost.cost import SECONDS_PER_HOUR
 
 ENABLE_HINT = "run `sky check` to see which clouds are enabled and how to enable one (credentials), then launch again"
 SERVER_HINT = "start one with `sky api start` (or connect with `sky api login -e URL`)"

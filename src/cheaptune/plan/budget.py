@@ -67,7 +67,7 @@ def plan_for_budget(run: Callable[[Constraints, Workload], Any], c: Constraints,
                     shape: Any, consts: dict | None = None) -> Any:
     """`plan --budget USD --maximize epochs|tokens`: plan the most the budget buys. `run(c, w)` plans."""
     from cheaptune.errors import BadInput, Infeasible
-    from cheaptune.estimate.cost import constants
+    from cheaptune.estimate.cost.cost import constants
 
     if what not in MAXIMIZE:
         raise BadInput(f"--maximize must be one of {', '.join(MAXIMIZE)}; got {what!r}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from cheaptune.estimate.cost import SECONDS_PER_HOUR, compute_cost
+from cheaptune.estimate.cost.cost import SECONDS_PER_HOUR, compute_cost
 from cheaptune.plan import choose, explain
 from cheaptune.plan.candidates import Exclusion, gib
 from cheaptune.plan.pricing import Option

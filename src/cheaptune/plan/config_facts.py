@@ -65,7 +65,7 @@ def own_peak(cfg: Any, gpu: Any) -> int | None:
     estimated (no model, an unknown model or optimizer: the other checks still run)."""
     if not cfg.base_model:
         return None
-    from cheaptune.estimate.memory import estimate_memory
+    from cheaptune.estimate.memory.memory import estimate_memory
     from cheaptune.train.settings import from_config
 
     try:

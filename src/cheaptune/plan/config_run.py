@@ -52,7 +52,7 @@ class ConfigRun:
     def speed_options(self) -> tuple[str, ...]:
         """The planner's speed options (estimate.speedups.PLANNED) the run turns on itself: priced at its own
         speed. Another trainer's run (no settings) is priced without them: the time model is cheaptune's."""
-        from cheaptune.estimate.speedups import PLANNED
+        from cheaptune.estimate.time.speedups import PLANNED
 
         return tuple(name for name in PLANNED if (self.settings or {}).get(name))
 
@@ -114,7 +114,7 @@ def _kind(raw: dict, trainer: str | None) -> str:
     """Whose config this is: --trainer, else by its keys; cheaptune's when no other trainer's keys are found
     or it uses keys only cheaptune reads (method, precision, objective, ...)."""
     if trainer is not None:
-        from cheaptune.estimate.profiles import get_profile
+        from cheaptune.estimate.memory.profiles import get_profile
 
         return get_profile(trainer).name
     found = detect(raw)
@@ -216,7 +216,7 @@ def config_fit(run: ConfigRun, headroom: float) -> FitFn:
     """A FitFn for exactly the config's run: its peak on each GPU at its own micro-batch; a GPU is kept
     when that peak leaves `headroom` free. Sized for cheaptune's trainer (`run.settings`), the settings a
     saved plan stores; else without an explicit precision another trainer takes its profile's default."""
-    from cheaptune.estimate.memory import estimate_memory
+    from cheaptune.estimate.memory.memory import estimate_memory
 
     base = run.request
 

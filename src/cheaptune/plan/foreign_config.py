@@ -103,7 +103,7 @@ def detect(raw: dict) -> str | None:
 
 def read_foreign_config(path: str | Path, trainer: str | None = None) -> ForeignConfig:
     raw = read_mapping(path, "config", "pass an Axolotl, LLaMA-Factory or litgpt YAML config")
-    from cheaptune.estimate.profiles import get_profile
+    from cheaptune.estimate.memory.profiles import get_profile
 
     name = get_profile(trainer).name if trainer else detect(raw)
     if name not in _keys():
@@ -253,8 +253,8 @@ def request_for(config: str | None, trainer: str | None, given: dict[str, Any], 
     """(EstimateRequest, ForeignConfig | None) from a config file and/or options: `given` are options
     left unset as None (an explicit one wins over the config), `rest` options that always have a value
     (the config wins over them)."""
-    from cheaptune.estimate.memory import EstimateRequest
-    from cheaptune.estimate.profiles import get_profile
+    from cheaptune.estimate.memory.memory import EstimateRequest
+    from cheaptune.estimate.memory.profiles import get_profile
 
     fc = read_foreign_config(config, trainer) if config else None
     explicit = {k: v for k, v in given.items() if v is not None}

@@ -17,11 +17,11 @@ from typing import Any
 
 from cheaptune.catalog import DATA_DIR, read_yaml
 from cheaptune.errors import BadInput, Infeasible
-from cheaptune.estimate import cost
-from cheaptune.estimate.grpo_memory import estimate_grpo_memory, fit_problem
+from cheaptune.estimate.cost import cost
 from cheaptune.estimate.grpo_setup import GrpoSetup
-from cheaptune.estimate.grpo_time import grpo_step_time
-from cheaptune.estimate.memory import EstimateRequest
+from cheaptune.estimate.memory.grpo_memory import estimate_grpo_memory, fit_problem
+from cheaptune.estimate.memory.memory import EstimateRequest
+from cheaptune.estimate.time.grpo_time import grpo_step_time
 
 SECONDS_PER_HOUR = 3600
 GPU_COUNTS = (1, 2, 4, 8)

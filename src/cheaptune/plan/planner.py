@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cheaptune.errors import Infeasible
-from cheaptune.estimate.cost import SECONDS_PER_HOUR, compute_cost
-from cheaptune.estimate.cost import constants as default_constants
+from cheaptune.estimate.cost.cost import SECONDS_PER_HOUR, compute_cost
+from cheaptune.estimate.cost.cost import constants as default_constants
 from cheaptune.estimate.policy import compute_dtype
-from cheaptune.estimate.speedups import for_gpu
-from cheaptune.estimate.throughput import Job, ModelShape, step_time
+from cheaptune.estimate.time.speedups import for_gpu
+from cheaptune.estimate.time.throughput import Job, ModelShape, step_time
 from cheaptune.plan import choose, data_audit, explain, hosted, scaleout
 from cheaptune.plan.candidates import (
     Exclusion,

@@ -3,7 +3,7 @@
 Time = start-up + tokens x epochs / tokens per s (+ expected spot losses, checkpoints included) + the end (final
 save, upload), each term with its source (time_terms); money = compute billed in the offer's unit and minimum
 + storage + egress + expected spot loss. Pure over its arguments.
-Tokens/s come from the step-time model (estimate/throughput.py: compute, communication over the real
+Tokens/s come from the step-time model (estimate/time/throughput.py: compute, communication over the real
 link, optimizer, dequant, fixed cost) for the GPUs, sharding and micro-batch planned; every instance is
 billed for the whole run, and on several nodes the ones that come up first are billed while they wait.
 """
@@ -15,14 +15,14 @@ from datetime import date
 from typing import Any
 
 from cheaptune.catalog.interruption import priced_rate
-from cheaptune.estimate import cost as money
-from cheaptune.estimate.ceilings import capped
-from cheaptune.estimate.intervals import time_band
+from cheaptune.estimate.cost import cost as money
+from cheaptune.estimate.cost.spot import spot_overhead
 from cheaptune.estimate.policy import compute_dtype
-from cheaptune.estimate.scaling import Layout
-from cheaptune.estimate.speedups import describe, describe_unmeasured, for_gpu
-from cheaptune.estimate.spot import spot_overhead
-from cheaptune.estimate.throughput import Job, ModelShape, reference_passes, step_time
+from cheaptune.estimate.time.ceilings import capped
+from cheaptune.estimate.time.intervals import time_band
+from cheaptune.estimate.time.scaling import Layout
+from cheaptune.estimate.time.speedups import describe, describe_unmeasured, for_gpu
+from cheaptune.estimate.time.throughput import Job, ModelShape, reference_passes, step_time
 from cheaptune.plan.candidates import GpuFit, planned_micro, run_precision
 from cheaptune.plan.price_age import aged_risk, price_facts
 from cheaptune.plan.workload import Workload
@@ -141,7 +141,7 @@ def time_terms(start: dict[str, float], train_s: float, spot: Any, end: dict[str
             "upload": src["upload_bytes_per_s"]}
     saves = int(train_s // spot.interval_s) if spot and spot.interval_s > 0 else 0
     return {"startup": {k: {"s": round(v, 1), "source": cite[k]} for k, v in start.items()},
-            "training": {"s": round(train_s, 1), "source": "the step-time model (estimate/throughput.py)"},
+            "training": {"s": round(train_s, 1), "source": "the step-time model (estimate/time/throughput.py)"},
             "checkpoints": {"saves": saves, "s": round(saves * spot.checkpoint_s, 1) if spot else 0.0,
                             "source": ("Young/Daly interval on spot, counted in the spot overhead; "
                                        + src["disk_write_bytes_per_s"]) if spot else "none timed on this offer"},

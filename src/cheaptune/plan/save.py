@@ -12,7 +12,7 @@ from typing import Any
 import cheaptune
 from cheaptune.estimate.policy import training_precision
 from cheaptune.estimate.settings import TrainSettings, for_gpu
-from cheaptune.estimate.speedups import PLANNED
+from cheaptune.estimate.time.speedups import PLANNED
 from cheaptune.plan import planfile
 from cheaptune.plan.planner import PlanResult
 from cheaptune.plan.pricing import Option

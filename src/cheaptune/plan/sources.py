@@ -26,7 +26,7 @@ MAX_MICRO_BATCH = 64
 
 
 def _fit_key(spec: Any, **parts: Any) -> str:
-    from cheaptune.estimate import memory
+    from cheaptune.estimate.memory import memory
 
     blob = json.dumps({"s": FIT_CACHE_SCHEMA, "v": memory.ESTIMATOR_VERSION, "cfg": spec.config, **parts},
                       sort_keys=True, default=str)
@@ -98,7 +98,7 @@ def shared_points(spec: Any, seq_len: int, lora_r: int, objective: str) -> Calla
     def points(method: str, precision: str, pre: bool) -> Points:
         key = (method, precision, pre)
         if key not in memo:
-            from cheaptune.estimate.memory import estimate_memory
+            from cheaptune.estimate.memory.memory import estimate_memory
 
             req = _request(spec, method, seq_len, lora_r, precision, objective, pre)
             memo[key] = Points(lambda b, gc, r=req: estimate_memory(dataclasses.replace(r, micro_batch=b, grad_ckpt=gc)))
@@ -153,7 +153,7 @@ def real_multi_fit(spec: Any, seq_len: int, headroom: float, lora_r: int, effect
                            sh=sharding, off=offload, p=precision, o=objective, pre=pre)
 
             def compute() -> FitOutcome:
-                from cheaptune.estimate.sharding import FsdpRun, shard_estimate
+                from cheaptune.estimate.memory.sharding import FsdpRun, shard_estimate
 
                 req = _request(spec, method, seq_len, lora_r, precision, objective, pre)
                 sharded = dataclasses.replace(req, gpus=gpus, sharding=sharding, offload=offload)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cheaptune.errors import Infeasible
-from cheaptune.estimate.cost import SECONDS_PER_HOUR, billed_seconds, compute_cost
+from cheaptune.estimate.cost.cost import SECONDS_PER_HOUR, billed_seconds, compute_cost
 
 __all__ = ["CostMeter", "billed_seconds", "check_budget", "per_instance_price", "usd"]
 

@@ -292,7 +292,7 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
     cfg._plan_priced = plan_path is not None and "price_per_hour" not in raw_user and "price_per_hour" not in cli
     cfg._plan_budgeted = plan_path is not None and "budget_usd" not in raw_user and "budget_usd" not in cli
     if plan_path is not None:
-        from cheaptune.estimate.speedups import PLANNED
+        from cheaptune.estimate.time.speedups import PLANNED
 
         cfg._planned_speedups = tuple(k for k in PLANNED if planned.get(k) and k not in raw_user and k not in cli)
     cfg._foreign = foreign

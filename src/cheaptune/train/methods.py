@@ -119,7 +119,7 @@ def load_model(cfg: TrainConfig, prec: Precision):
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise BadInput(f"cannot load model '{cfg.base_model}': {first}") from None
     if cfg.method == "qlora":
-        from cheaptune.estimate.build import check_quantized
+        from cheaptune.estimate.memory.build import check_quantized
 
         check_quantized(model, model.config.model_type)
         disable_avx512bf16(model)
@@ -147,7 +147,7 @@ def target_modules(cfg: TrainConfig, model) -> list[str] | str:
     if cfg.lora_target_modules:
         mods = cfg.lora_target_modules
         return [mods] if isinstance(mods, str) and mods != "all-linear" else mods
-    from cheaptune.estimate.targets import resolve_targets
+    from cheaptune.estimate.memory.targets import resolve_targets
 
     try:
         return list(resolve_targets(model.config, cfg.lora_targets))

@@ -18,7 +18,7 @@ MEMORY_KEYS = set(SETTING_KEYS) - {"num_epochs", "gradient_accumulation_steps", 
 def _new_peak(cfg: Any, plan: Any) -> tuple[int | None, str]:
     """Device total for the config's own settings at the plan's GPU count; None with the reason when
     it cannot be estimated."""
-    from cheaptune.estimate.memory import estimate_memory
+    from cheaptune.estimate.memory.memory import estimate_memory
     from cheaptune.train.settings import from_config
 
     try:

@@ -142,7 +142,7 @@ def fresh_peak(cfg: Any) -> int | None:
 
     if not torch.cuda.is_available():
         return None
-    from cheaptune.estimate.memory import EstimateRequest, estimate_memory
+    from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory
 
     try:
         est = estimate_memory(EstimateRequest(

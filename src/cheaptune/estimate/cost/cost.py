@@ -18,7 +18,7 @@ from cheaptune.errors import BadInput
 SECONDS_PER_HOUR = 3600.0
 BYTES_PER_GB = 1e9
 BF16_BYTES = 2
-STARTUP_FILE = Path(__file__).parent / "data" / "startup.yaml"
+STARTUP_FILE = Path(__file__).parents[1] / "data" / "startup.yaml"
 
 
 @functools.lru_cache(maxsize=2)

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import torch
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate.layers import instantiate_on_meta
-from cheaptune.estimate.mechanisms import kbit_prep, mechanism
+from cheaptune.estimate.memory.layers import instantiate_on_meta
+from cheaptune.estimate.memory.mechanisms import kbit_prep, mechanism
+from cheaptune.estimate.memory.profiles import apply_model_quirks, get_profile
 from cheaptune.estimate.policy import FUSED_HEAD_OUTPUTS, Policy, set_adapter_dtype
-from cheaptune.estimate.profiles import apply_model_quirks, get_profile
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Built:
 def _peft_config(req, policy: Policy, model):
     import peft
 
-    from cheaptune.estimate.targets import resolve_targets
+    from cheaptune.estimate.memory.targets import resolve_targets
 
     method = req.method
     if getattr(req, "peft_config", None):
@@ -154,7 +154,7 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
             set_adapter_dtype(model, policy)  # else no autocast: peft's own cast stands (LN tuning's norms stay 16-bit)
     if get_profile(getattr(req, "trainer", None)).fused_qkv and not getattr(req, "peft_config", None) \
             and req.method in ("full", "lora", "qlora"):
-        from cheaptune.estimate.fused_qkv import apply_fused_qkv
+        from cheaptune.estimate.memory.fused_qkv import apply_fused_qkv
 
         apply_fused_qkv(model, cfg, qv_preset="qv" in req.lora_targets.split(","))
     if req.grad_ckpt:

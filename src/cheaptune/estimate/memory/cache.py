@@ -30,13 +30,13 @@ def _versions() -> dict[str, str]:
 @cache
 def _profiles() -> str:
     """The trainer profiles' file digest: editing a profile re-simulates what it changes."""
-    from cheaptune.estimate.profiles import DATA
+    from cheaptune.estimate.memory.profiles import DATA
 
     return hashlib.sha256(DATA.read_bytes()).hexdigest()[:16]
 
 
 def key(inputs: dict, config: dict) -> str:
-    from cheaptune.estimate import overheads
+    from cheaptune.estimate.memory import overheads
 
     blob = json.dumps({"schema": SCHEMA, "inputs": inputs, "config": config, "libs": _versions(),
                        "overheads": overheads.constants(), "profiles": _profiles()}, sort_keys=True, default=str)

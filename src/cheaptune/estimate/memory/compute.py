@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate import overheads
-from cheaptune.estimate.result import MemoryEstimate
+from cheaptune.estimate.memory import overheads
+from cheaptune.estimate.memory.result import MemoryEstimate
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,8 @@ def _simulated(req, cfg: dict):
     hf = hf_config(cfg)
     if hf is None:
         return None, "model type needs custom code"
-    from cheaptune.estimate.extrapolate import simulate_extrapolated
-    from cheaptune.estimate.simulate import simulate
+    from cheaptune.estimate.memory.extrapolate import simulate_extrapolated
+    from cheaptune.estimate.memory.simulate import simulate
 
     try:
         if req.full_sim:
@@ -44,7 +44,7 @@ def _simulated(req, cfg: dict):
 
 def versions_detail(req) -> dict:
     """The library versions the estimate took and the version-dependent mechanisms they give (versions.py)."""
-    from cheaptune.estimate.versions import resolve
+    from cheaptune.estimate.memory.versions import resolve
 
     res = resolve(req.trainer, req.versions, req.method)
     return {"libraries": res.libraries, "mechanisms": res.flags, "not_known": list(res.notes)}
@@ -58,7 +58,7 @@ def compute(req, cfg: dict, inputs: dict, version: str):
         trainable, total, max_lin, basis = res.trainable_params, res.total_params, res.max_linear_elems, "simulated"
         details = dict(how)
     else:
-        from cheaptune.estimate.analytic import analytic_estimate
+        from cheaptune.estimate.memory.analytic import analytic_estimate
 
         a = analytic_estimate(req, cfg)
         phase_peaks, breakdown = a["phase_peaks"], a["breakdown"]

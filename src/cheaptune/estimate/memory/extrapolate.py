@@ -11,8 +11,8 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 
-from cheaptune.estimate.layers import layer_period, set_layer_count
-from cheaptune.estimate.simulate import SimResult, simulate
+from cheaptune.estimate.memory.layers import layer_period, set_layer_count
+from cheaptune.estimate.memory.simulate import SimResult, simulate
 
 
 def _lerp(a: int, b: int, x1: int, x2: int, x: int) -> int:

@@ -22,8 +22,8 @@ import weakref
 
 import torch
 
-from cheaptune.estimate.layers import decoder_layers
-from cheaptune.estimate.targets import _FUSED_QKV
+from cheaptune.estimate.memory.layers import decoder_layers
+from cheaptune.estimate.memory.targets import _FUSED_QKV
 
 _ROLES = {"q": ("q_proj", "query", "wq"), "k": ("k_proj", "key", "wk"), "v": ("v_proj", "value", "wv")}
 

@@ -48,7 +48,7 @@ class GrpoMemory:
 def _policy_step(setup: GrpoSetup) -> Any:
     """The SFT simulator's estimate of the policy's micro-step (GRPO's loss is a per-token log-prob loss over
     the completion: the same step shape as SFT at this length)."""
-    from cheaptune.estimate.memory import estimate_memory
+    from cheaptune.estimate.memory.memory import estimate_memory
 
     return estimate_memory(dataclasses.replace(setup.request, objective="sft", precompute_ref=False))
 
@@ -67,7 +67,7 @@ def estimate_grpo_memory(setup: GrpoSetup, gpu_memory_bytes: int | None = None,
                          generator_memory_bytes: int | None = None, stack: str = "cheaptune") -> GrpoMemory:
     """The parts of one GRPO step. `gpu_memory_bytes`: the training GPU (colocated vLLM's share is a fraction
     of it); `generator_memory_bytes`: a server generator's GPU (the training GPU's size when None)."""
-    from cheaptune.estimate.memory import model_config
+    from cheaptune.estimate.memory.memory import model_config
 
     cfg, _ = model_config(setup.request.model)
     train = _policy_step(setup)

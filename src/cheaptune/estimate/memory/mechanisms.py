@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from cheaptune.estimate.memory.profiles import get_profile
+from cheaptune.estimate.memory.versions import join_pins, parse_pins, resolve, split_trainer
 from cheaptune.estimate.policy import Policy, resolve_policy
-from cheaptune.estimate.profiles import get_profile
-from cheaptune.estimate.versions import join_pins, parse_pins, resolve, split_trainer
 
 
 def mechanism(req, name: str) -> bool:

@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate import cache
+from cheaptune.estimate.memory import cache
+from cheaptune.estimate.memory.profiles import get_profile
+from cheaptune.estimate.memory.result import FitResult, MemoryEstimate, fit_with, with_range
+from cheaptune.estimate.memory.sharding import FsdpRun, check_sharding, shard_estimate
 from cheaptune.estimate.policy import (
     ATTNS,
     DEFAULT_PRECISION,
@@ -27,9 +30,6 @@ from cheaptune.estimate.policy import (
     PRECISIONS,
     QUANTS,
 )
-from cheaptune.estimate.profiles import get_profile
-from cheaptune.estimate.result import FitResult, MemoryEstimate, fit_with, with_range
-from cheaptune.estimate.sharding import FsdpRun, check_sharding, shard_estimate
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
@@ -145,7 +145,7 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
 
 def _pins(req: EstimateRequest, profile) -> str | None:
     """The request's version pins, normalized, with the trainer's own version (`--trainer litgpt==0.4.9`)."""
-    from cheaptune.estimate.versions import join_pins, parse_pins, split_trainer
+    from cheaptune.estimate.memory.versions import join_pins, parse_pins, split_trainer
 
     pins = parse_pins(req.versions)
     _, own = split_trainer(req.trainer)
@@ -193,7 +193,7 @@ def _point_estimate(req: EstimateRequest, cfg: dict, label: str) -> MemoryEstima
     hit = cache.load(k)
     if hit is not None:
         return MemoryEstimate(**hit)
-    from cheaptune.estimate.compute import compute  # cold path: imports torch
+    from cheaptune.estimate.memory.compute import compute  # cold path: imports torch
 
     est = compute(req, cfg, inputs, ESTIMATOR_VERSION)
     cache.store(k, dataclasses.asdict(est))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-DATA = Path(__file__).with_name("data") / "overheads.yaml"
+DATA = Path(__file__).parents[1] / "data" / "overheads.yaml"
 
 
 @cache
@@ -32,7 +32,7 @@ def workspaces(req, cfg: dict, max_quant_linear: int) -> dict[str, int]:
         flash = int(c["flash_bwd_bytes_per_token_per_head_dim"] * req.micro_batch * s_pad * heads * head_dim)
         flash += 4 * req.micro_batch * heads * s_pad  # softmax_d
     dequant = int(c["bnb_dequant_bytes_per_weight"] * max_quant_linear) if req.method == "qlora" else 0
-    from cheaptune.estimate.profiles import get_profile
+    from cheaptune.estimate.memory.profiles import get_profile
 
     if get_profile(req.trainer).quant_state_fp16:  # an fp16 dequantized copy, then its bf16 cast
         dequant *= 2

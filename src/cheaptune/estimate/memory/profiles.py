@@ -15,7 +15,7 @@ from pathlib import Path
 from cheaptune.errors import BadInput
 from cheaptune.estimate.policy import DEFAULT_PRECISION, LORA_DROPOUT
 
-DATA = Path(__file__).with_name("data") / "profiles.yaml"
+DATA = Path(__file__).parents[1] / "data" / "profiles.yaml"
 DEFAULT_TRAINER = "cheaptune"
 # bitsandbytes before 0.43.2 kept each 4-bit matmul's input for backward (ctx.tensors = (A, B)), although a
 # frozen weight needs only grad_output @ W: bitsandbytes 0.41.0 bitsandbytes/autograd/_functions.py L523,
@@ -54,7 +54,7 @@ class Profile:
     quant_state_fp16: bool = False
     not_simulated: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
-    package: str = ""  # the trainer's own package, whose version --trainer NAME==X names (estimate/versions.py)
+    package: str = ""  # the trainer's own package, whose version --trainer NAME==X names (estimate/memory/versions.py)
     release: str = ""  # the current release's version of `package` ("" for a library's own: the installed one)
     libraries: dict[str, str] = field(default_factory=dict)  # library -> specifier its current release pins
     releases: tuple[dict, ...] = ()  # older releases: {versions, libraries, source}

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cheaptune.estimate import overheads
+from cheaptune.estimate.memory import overheads
 
 
 @dataclass

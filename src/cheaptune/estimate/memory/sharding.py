@@ -16,10 +16,10 @@ from pathlib import Path
 import yaml
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate import overheads
-from cheaptune.estimate.result import point_of, with_range
+from cheaptune.estimate.memory import overheads
+from cheaptune.estimate.memory.result import point_of, with_range
 
-DATA = Path(__file__).with_name("data") / "sharding.yaml"
+DATA = Path(__file__).parents[1] / "data" / "sharding.yaml"
 SHARDINGS = ("ddp", "fsdp", "zero2", "zero3")
 MODEL_STATE = ("weights", "trainable_weights", "gradients", "optimizer_state")
 # category -> is it split across GPUs, per strategy
@@ -106,8 +106,8 @@ class FsdpRun:
     def of(cls, req) -> FsdpRun:
         """The run a request's trainer makes at its versions: the fsdp1_flat_units mechanism (data/versions.yaml)
         and the profile's fsdp_no_sync (data/profiles.yaml)."""
-        from cheaptune.estimate.mechanisms import mechanism
-        from cheaptune.estimate.profiles import get_profile
+        from cheaptune.estimate.memory.mechanisms import mechanism
+        from cheaptune.estimate.memory.profiles import get_profile
 
         return cls(mechanism(req, "fsdp1_flat_units"), get_profile(req.trainer).fsdp_no_sync)
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from cheaptune.estimate.build import build_on_meta, meta_to_fake, quiet
-from cheaptune.estimate.layers import decoder_layers, layer_period
-from cheaptune.estimate.mechanisms import mechanism, profile_policy
+from cheaptune.estimate.memory.build import build_on_meta, meta_to_fake, quiet
+from cheaptune.estimate.memory.layers import decoder_layers, layer_period
+from cheaptune.estimate.memory.mechanisms import mechanism, profile_policy
+from cheaptune.estimate.memory.tracker import PeakTracker
 from cheaptune.estimate.policy import hf_optim
-from cheaptune.estimate.tracker import PeakTracker
 
 PHASES = ("forward", "backward", "optimizer")
 LR = 1e-4
@@ -255,7 +255,7 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> Sim
     # trl's fused head uses the head's weight, not the module: everything after the backbone is the loss
     base.base_model.register_forward_hook(lambda *_: setattr(tracker, "forward_category", "logits_loss"))
     _install_bucket_hooks(model, tracker, cfg)
-    from cheaptune.estimate.profiles import get_profile
+    from cheaptune.estimate.memory.profiles import get_profile
 
     opt = make_optimizer(req.optimizer, params, get_profile(req.trainer).foreach_adamw or mechanism(req, "foreach_adamw"))
     vocab = cfg.vocab_size
@@ -345,7 +345,7 @@ def preference_forward(model, ids, pos, req) -> torch.Tensor:
 def _chunked_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
     """litgpt's and torchtune's loss: the head projects chunk by chunk and cross-entropy runs per chunk
     (fp32 per chunk for torchtune); litgpt's loop keeps the list of logits chunks until backward ends."""
-    from cheaptune.estimate.profiles import get_profile
+    from cheaptune.estimate.memory.profiles import get_profile
 
     prof = get_profile(req.trainer)
     size = prof.loss_chunk_tokens or -(-req.seq_len // (prof.loss_chunks or 1))

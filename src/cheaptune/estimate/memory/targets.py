@@ -45,7 +45,7 @@ def _linear_layers(model) -> tuple[dict[str, str], str | None]:
 def _one_layer_model(config):
     import copy
 
-    from cheaptune.estimate.layers import instantiate_on_meta, set_layer_count
+    from cheaptune.estimate.memory.layers import instantiate_on_meta, set_layer_count
 
     cfg = copy.deepcopy(config)
     set_layer_count(cfg, min(getattr(cfg, "num_hidden_layers", 1) or 1, 2))

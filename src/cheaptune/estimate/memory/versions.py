@@ -18,9 +18,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate.profiles import _profiles, get_profile
+from cheaptune.estimate.memory.profiles import _profiles, get_profile
 
-DATA = Path(__file__).with_name("data") / "versions.yaml"
+DATA = Path(__file__).parents[1] / "data" / "versions.yaml"
 SIMULATED = ("torch", "transformers", "peft", "bitsandbytes", "trl")  # what the simulation itself imports
 
 

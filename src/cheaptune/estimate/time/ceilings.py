@@ -18,7 +18,7 @@ import yaml
 
 from cheaptune.errors import BadInput
 
-DATA = Path(__file__).parent / "data" / "mfu_ceilings.yaml"
+DATA = Path(__file__).parents[1] / "data" / "mfu_ceilings.yaml"
 
 
 def method_class(method: str) -> str:
@@ -50,7 +50,7 @@ class Ceiling:
 def ceiling(gpu: Any, method: str) -> Ceiling:
     """The best published MFU for `method`'s class on `gpu`; without a row there, the best share of the measured
     matmul rate of any board, times this board's measured matmul fraction."""
-    from cheaptune.estimate import throughput as tp
+    from cheaptune.estimate.time import throughput as tp
 
     cls, rows = method_class(method), table()
     own = rows.get(f"{gpu.name}/{cls}")

@@ -24,10 +24,10 @@ import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from cheaptune.estimate import scaling
-from cheaptune.estimate import throughput as tp
 from cheaptune.estimate.grpo_setup import GrpoSetup, constants, generator_weight_bytes, kv_bytes_per_token
 from cheaptune.estimate.policy import compute_dtype
+from cheaptune.estimate.time import scaling
+from cheaptune.estimate.time import throughput as tp
 
 
 @dataclass(frozen=True)

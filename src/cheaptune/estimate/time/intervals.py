@@ -21,7 +21,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).parent / "data" / "time_residuals.json"
+DATA = Path(__file__).parents[1] / "data" / "time_residuals.json"
 MIN_ROWS = 5  # fewer matching rows than this: a looser match, widened
 MIN_SOURCES = 2  # rows of one source are one benchmark's conditions: a band needs two sources
 WIDEN = 1.25  # each looser step widens the band around its median by this factor

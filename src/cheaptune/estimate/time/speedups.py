@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-DATA = Path(__file__).parent / "data" / "speedups.yaml"
+DATA = Path(__file__).parents[1] / "data" / "speedups.yaml"
 
 
 @cache

@@ -20,10 +20,10 @@ from typing import Any
 import yaml
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate import scaling
 from cheaptune.estimate.policy import compute_dtype
+from cheaptune.estimate.time import scaling
 
-DATA = Path(__file__).parent / "data" / "steptime.yaml"
+DATA = Path(__file__).parents[1] / "data" / "steptime.yaml"
 CAUSAL_FRACTION = 0.5  # a causal mask computes half of the seq x seq score matrix
 ATTN_KERNELS = ("sdpa", "flash", "eager")
 ADAPTER_METHODS = ("lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning")
@@ -270,7 +270,7 @@ def step_time_for(req: Any, trainable_params: int, gpu: Any, gpus_per_node: int 
     """The step time of an estimate request (estimate.memory.EstimateRequest) on `gpu`: what
     `cheaptune estimate --gpu` prints, with the same model the planner prices with."""
     from cheaptune.catalog.models import count_params
-    from cheaptune.estimate.memory import model_config
+    from cheaptune.estimate.memory.memory import model_config
 
     cfg, _ = model_config(req.model)
     precision = compute_dtype(req.precision, getattr(gpu, "bf16", False))
