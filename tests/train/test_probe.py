@@ -37,7 +37,8 @@ def test_probe_line_registry_and_slow_warning_with_its_cause():
     text = out.getvalue()
     assert text.startswith("probe (3 steps, micro-batch 4 x 2): memory not measured on this device; "
                            "speed 500 tok/s, 1.00 s/step vs 1000 predicted (-50%)")
-    assert "warning: measured speed is -50%" in text and "thermal or power cap" in text
+    assert "warning: measured speed is -50%" in text and "a CPU shared with other work" in text  # no GPU here
+    assert "nvidia-smi" not in text
     rec = Registry().get_run(run.id)
     assert [e["detail"]["tokens_per_s"] for e in rec["events"] if e["kind"] == "probe"] == [500.0]
     assert rec["tokens_per_s"] == 500.0
@@ -69,3 +70,11 @@ def test_a_probe_on_another_device_than_the_plans_gpu_is_not_held_against_its_pr
     assert "predicted (" not in text and "warning" not in text and "thermal" not in text
     assert probe.result["predicted_tokens_per_s"] is None and probe.result["planned_gpu"] == "L4"
     assert len(text.strip().splitlines()) == 1
+
+
+def test_a_slow_gpu_run_blames_the_gpu_and_a_slow_cpu_run_the_cpu():
+    from cheaptune.train.probe import slow_cause
+
+    assert "thermal or power cap" in slow_cause(None) and "nvidia-smi" in slow_cause(0.05, on_gpu=True)
+    assert "CPU shared" in slow_cause(None, on_gpu=False) and "nvidia-smi" not in slow_cause(None, on_gpu=False)
+    assert slow_cause(0.4, on_gpu=False).startswith("data starvation")

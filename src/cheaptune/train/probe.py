@@ -46,11 +46,14 @@ def device_name() -> str | None:
     return normalize_gpu_name(raw) or raw
 
 
-def slow_cause(data_wait_frac: float | None) -> str:
-    """The likely reason a measured speed is well under the prediction."""
+def slow_cause(data_wait_frac: float | None, on_gpu: bool = True) -> str:
+    """The likely reason a measured speed is well under the prediction (a CPU run has no GPU to blame)."""
     if data_wait_frac is not None and data_wait_frac >= 0.10:
         return (f"data starvation ({data_wait_frac:.0%} of each step waits for the next batch: raise "
                 "dataloader_num_workers or pre-tokenize)")
+    if not on_gpu:
+        return ("a CPU shared with other work, or fewer free cores than when the rate was measured (check the "
+                "load average with `uptime` and the processes with `top`)")
     return ("a thermal or power cap, or a GPU shared with other work (check `nvidia-smi -q -d PERFORMANCE` "
             "and the processes on the GPU)")
 
@@ -122,7 +125,7 @@ class ProbeCallback(TrainerCallback):
         print(self.line(r), file=out, flush=True)
         slow = r["predicted_tokens_per_s"] and r["tokens_per_s"] < SLOW * r["predicted_tokens_per_s"]
         if slow:
-            r["slow_cause"] = slow_cause(self.data_wait())
+            r["slow_cause"] = slow_cause(self.data_wait(), on_gpu=r["gpu"] is not None)
             print(f"warning: measured speed is {_pct(r['tokens_per_s'], r['predicted_tokens_per_s'])} against the "
                   f"prediction; likely cause: {r['slow_cause']}", file=out, flush=True)
         if self.run is not None:
