@@ -36,7 +36,7 @@ def test_catalog_covers_the_published_list():
     assert set(PUBLISHED) == {s.id for s in SPECS}
     for s in SPECS:
         assert s.source == f"https://huggingface.co/{s.id}/blob/main/config.json"
-        assert s.retrieved and s.checked and s.context_length > 0
+        assert s.checked and s.read and s.source_date and s.context_length > 0
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
@@ -192,13 +192,14 @@ def test_unknown_model_type_is_bad_input(tmp_path):
         _ = resolve_model(tmp_path).params
 
 
-GOOD = """retrieved: '2026-01-01'
-models:
+GOOD = """models:
   - id: org/tiny
     family: tiny
     aliases: [tiny]
     source: https://huggingface.co/org/tiny/blob/main/config.json
-    checked: recalled
+    checked: a test row
+    source_date: undated
+    read: '2026-01-01'
     config: {model_type: llama, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, vocab_size: 100}
 """
 
@@ -207,7 +208,9 @@ models:
     (("hidden_size: 64, ", ""), r"entry 'org/tiny': field 'config': .*config lacks hidden_size"),
     (("hidden_size: 64", "hidden_size: -1"), r"entry 'org/tiny': field 'config': .*positive integer"),
     (("id: org/tiny", "id: tiny"), r"entry 'tiny': field 'id'"),
-    (("    checked: recalled\n", ""), r"entry 'org/tiny': field 'checked': Field required"),
+    (("    checked: a test row\n", ""), r"entry 'org/tiny': field 'checked': Field required"),
+    (("    read: '2026-01-01'\n", ""), r"entry 'org/tiny': field 'read': Field required"),
+    (("source_date: undated", "source_date: last year"), r"entry 'org/tiny': field 'source_date': String should match"),
     (("family: tiny", "family: tiny\n    colour: red"), r"field 'colour': Extra inputs"),
 ])
 def test_bad_catalog_row_is_one_line(tmp_path, edit, message):

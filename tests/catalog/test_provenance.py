@@ -102,6 +102,20 @@ def test_every_yaml_row_carries_its_own_source_and_dates(path, key):
         _not_after(str(row["source_date"]), read, where)
 
 
+def test_every_model_entry_names_the_copy_it_was_checked_against_and_its_dates():
+    """models.yaml's `source` is the hub config no build machine can read; `checked` names the copy that was read."""
+    doc = _yaml(DATA_DIR / "models.yaml")
+    assert not set(FILE_DATES) & set(doc), "models.yaml: a file-level date speaks for every row"
+    assert "recalled" not in (DATA_DIR / "models.yaml").read_text(), "models.yaml: an entry is still from memory"
+    for row in doc["models"]:
+        where = f"models.yaml: {row['id']}"
+        assert {"source_date", "read"} <= set(row), f"{where}: needs its own source_date and read"
+        checked = str(row["checked"])
+        assert REF.search(checked) or checked.startswith("not verified"), f"{where}: checked names no source"
+        assert DATE.match(str(row["read"])), f"{where}: read {row['read']!r}"
+        _not_after(str(row["source_date"]), str(row["read"]), where)
+
+
 def test_a_gpu_figure_no_read_source_gives_is_marked_assumed_and_shown():
     """Unsourced figures stay usable but visible: listed under `assumed`, loaded by the catalog, in `gpus`."""
     from cheaptune.catalog.gpus import list_gpus

@@ -49,10 +49,10 @@ def read_yaml(path: Path) -> Any:
         raise BadInput(f"{path}:{where} is not valid YAML; fix the syntax") from None
 
 
-def load_rows(path: Path, key: str, model: type[M], name_field: str, inherit: tuple[str, ...] = ()) -> list[M]:
+def load_rows(path: Path, key: str, model: type[M], name_field: str) -> list[M]:
     """Validate every row under `key` with `model`; the first bad row raises one BadInput line.
 
-    Top-level keys named in `inherit` (e.g. a file-wide `retrieved` date) fill rows that lack them.
+    Each row carries its own provenance: no file-wide key fills it in.
     """
     doc = read_yaml(path)
     rows = doc.get(key) if isinstance(doc, dict) else None
@@ -64,9 +64,8 @@ def load_rows(path: Path, key: str, model: type[M], name_field: str, inherit: tu
         entry = f"entry {label!r}" if label else f"entry #{i + 1}"
         if not isinstance(row, dict):
             raise BadInput(f"{path}: {entry}: expected a mapping of fields, got {type(row).__name__}")
-        shared = {k: doc[k] for k in inherit if k in doc and k not in row}
         try:
-            out.append(model.model_validate({**shared, **row}))
+            out.append(model.model_validate(row))
         except ValidationError as err:
             e = err.errors()[0]
             field = ".".join(str(p) for p in e["loc"]) or "(row)"

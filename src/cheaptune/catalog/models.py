@@ -40,8 +40,9 @@ class ModelSpec:
     config: dict[str, Any] = field(hash=False)
     aliases: tuple[str, ...] = ()
     source: str = "local"
-    retrieved: str = ""
     checked: str = ""
+    source_date: str = ""
+    read: str = ""
 
     @cached_property
     def params(self) -> int:
@@ -82,8 +83,9 @@ class _Row(BaseModel):
     family: str = Field(min_length=1)
     aliases: tuple[str, ...] = ()
     source: str = Field(pattern=r"^https://")
-    retrieved: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
     checked: str = Field(min_length=1)
+    source_date: str = Field(pattern=r"^(\d{4}-\d{2}-\d{2}|undated)$")
+    read: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
     config: dict[str, Any]
 
     @field_validator("config")
@@ -104,7 +106,7 @@ def _load(path: Path) -> tuple[ModelSpec, ...]:
 
 @lru_cache(maxsize=8)
 def _load_version(path: Path, version: tuple[int, int]) -> tuple[ModelSpec, ...]:
-    rows = load_rows(path, "models", _Row, "id", inherit=("retrieved",))
+    rows = load_rows(path, "models", _Row, "id")
     specs = tuple(ModelSpec(**r.model_dump()) for r in rows)
     seen: dict[str, str] = {}
     for s in specs:
