@@ -267,7 +267,7 @@ def evaluate(rows: list[dict], grid: dict = GRID) -> tuple[list[dict], dict]:
                     "fitted": round(predict(row, with_constants(base, "fit", tables[stack]), "fit"), 1),
                     "baseline": round(baseline(row, gpu, layout, shape), 1), "mfu_published": round(mfu(row), 4),
                     "conditions": row["conditions"], "url": row["url"],
-                    "source_date": row.get("source_date") or "undated"})
+                    "source_date": row.get("source_date") or "undated", "read": row["retrieved"]})
     return out, tables
 
 
@@ -283,7 +283,8 @@ def ceilings(results: list[dict]) -> dict:
         key = f"{r['gpu']}/{'full' if r['method'] == 'full' else 'adapter'}"
         if of_gemm <= 1 and (key not in best or r["mfu_published"] > best[key]["mfu"]):
             best[key] = {"mfu": r["mfu_published"], "of_gemm": round(of_gemm, 4), "row": r["id"],
-                         "source": r["source"], "url": r["url"], "source_date": r["source_date"]}
+                         "source": r["source"], "url": r["url"], "source_date": r["source_date"],
+                         "read": r["read"]}
     return best
 
 
@@ -301,8 +302,13 @@ def write_data(results: list[dict], tables: dict, rows: list[dict], coverage_doc
             "# of_gemm: that MFU over the board's measured matmul fraction (estimate/data/steptime.yaml). Rows faster\n"
             "# than their board's measured matmul rate set no ceiling. Written by bench/throughput_accuracy.py\n"
             "# --write-data; read by estimate/time/ceilings.py, which caps every plan row's speed at its board's ceiling\n"
-            "# (without a row there: the best of_gemm of the class times the board's measured matmul fraction).\n")
-    body = {"ceilings": ceilings(results), "stacks_fitted": tables}
+            "# (without a row there: the best of_gemm of the class times the board's measured matmul fraction).\n"
+            "# Each ceiling carries its row's source_date and read (throughput_public.csv: retrieved); sources.stacks_fitted\n"
+            "# dates the fitted constants (our own fit, dated the day the bench ran).\n")
+    today = dt.date.today().isoformat()  # stacks_fitted is this run's own fit: dated the day it ran
+    body = {"ceilings": ceilings(results), "stacks_fitted": tables, "sources": {"stacks_fitted": {
+        "source": "bench/throughput_accuracy.py --write-data over bench/data/throughput_public.csv",
+        "source_date": today, "read": today}}}
     (DATA / "mfu_ceilings.yaml").write_text(head + yaml.safe_dump(body, sort_keys=True, width=120))
     write_constants(tables, rows)
 

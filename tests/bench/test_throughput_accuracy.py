@@ -52,7 +52,7 @@ def test_summary_reports_typical_bias_and_worst_per_board_method_and_gpu_count(b
 
 def test_a_row_faster_than_its_boards_matmul_rate_sets_no_ceiling(bench):
     ta = bench("throughput_accuracy")
-    base = {"method": "lora", "source": "s", "url": "u", "source_date": "undated"}
+    base = {"method": "lora", "source": "s", "url": "u", "source_date": "undated", "read": "2026-12-01"}
     got = ta.ceilings([{**base, "id": "ok", "gpu": "A100-80GB", "mfu_published": 0.4},
                        {**base, "id": "impossible", "gpu": "A100-80GB", "mfu_published": 0.95}])
     assert got["A100-80GB/adapter"]["row"] == "ok"
