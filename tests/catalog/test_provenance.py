@@ -155,3 +155,38 @@ def test_public_measurement_rows_date_their_source_apart_from_the_read(path):
         where = f"{path.name}: {r.get('id')}"
         assert r.get("source") or r.get("url"), where
         _not_after(r["source_date"], r.get("retrieved") or "", where)
+
+
+SRC = ROOT / "src/cheaptune"
+SOURCE_DAY = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")  # some sources give only the month
+CONSTANT_FILES = [SRC / "estimate/data" / n for n in ("steptime.yaml", "speedups.yaml", "startup.yaml", "sharding.yaml",
+                                                      "versions.yaml", "profiles.yaml", "grpo.yaml", "mfu_ceilings.yaml")]
+CONSTANT_FILES += [SRC / "launch/data/skypilot_names.yaml", SRC / "data/token_estimate.yaml"]
+
+
+def _sourced(node, where: str):
+    """Every mapping in a YAML tree that names a `source`, with where it sits."""
+    if isinstance(node, dict):
+        if "source" in node:
+            yield where, node
+        for key, value in node.items():
+            yield from _sourced(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _sourced(value, f"{where}[{i}]")
+
+
+@pytest.mark.parametrize("path", CONSTANT_FILES, ids=lambda p: p.name)
+def test_every_sourced_constant_dates_its_source_apart_from_the_read(path):
+    """The estimators' and launcher's constants: no file-level date; each entry that names a source says the
+    date that source gives (or undated) and the day it was read, never the other way round."""
+    doc = _yaml(path)
+    assert not set(FILE_DATES) & set(doc), f"{path.name}: a file-level date speaks for every entry"
+    entries = list(_sourced(doc, path.name))
+    assert entries, f"{path.name}: no entry names its source"
+    for where, entry in entries:
+        assert "source_date" in entry and "read" in entry, f"{where}: source_date and read are missing"
+        read, source_date = str(entry["read"]), str(entry["source_date"])
+        assert DATE.match(read), f"{where}: read {read!r}"
+        assert source_date == UNDATED or SOURCE_DAY.match(source_date), f"{where}: source date {source_date!r}"
+        assert source_date == UNDATED or source_date <= read, f"{where}: source date {source_date} after read {read}"
