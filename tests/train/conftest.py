@@ -78,3 +78,24 @@ def logged_step(out: Path) -> int:
     except FileNotFoundError:
         return 0
     return max((json.loads(x)["step"] for x in lines if x.strip()), default=0)
+
+
+# GRPO prompt rows and a user reward file, shared by test_grpo.py and test_grpo_resume.py.
+LENGTHS = "def reward(prompts, completions, answer, **columns):\n    return [len(c[0]['content']) / 10 for c in completions]\n"
+
+
+def prompt_rows(n: int) -> list[dict]:
+    return [{"prompt": [{"role": "user", "content": f"What is {i} plus {i}?"}], "answer": str(2 * i)}
+            for i in range(n)]
+
+
+@pytest.fixture(scope="session")
+def prompts_file(tmp_path_factory) -> Path:
+    return write_jsonl(tmp_path_factory.mktemp("prompts") / "prompts.jsonl", prompt_rows(8))
+
+
+@pytest.fixture(scope="session")
+def lengths_reward(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("rewards") / "lengths.py"
+    path.write_text(LENGTHS)
+    return path

@@ -12,31 +12,11 @@ from safetensors.torch import load_file
 from cheaptune.train.config import validate
 from cheaptune.train.run import train
 from tests.helpers import differences
-from tests.train.conftest import write_jsonl
+from tests.train.conftest import prompt_rows, write_jsonl
 
 ADAPTER = "adapter_model.safetensors"
 # A reward that differs between the completions of a group (their text lengths), so advantages are not zero and
 # the adapter trains even while the verifiable rewards of a random tiny model are all 0.
-LENGTHS = "def reward(prompts, completions, answer, **columns):\n    return [len(c[0]['content']) / 10 for c in completions]\n"
-
-
-def prompt_rows(n: int) -> list[dict]:
-    return [{"prompt": [{"role": "user", "content": f"What is {i} plus {i}?"}], "answer": str(2 * i)}
-            for i in range(n)]
-
-
-@pytest.fixture(scope="session")
-def prompts_file(tmp_path_factory) -> Path:
-    return write_jsonl(tmp_path_factory.mktemp("prompts") / "prompts.jsonl", prompt_rows(8))
-
-
-@pytest.fixture(scope="session")
-def lengths_reward(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("rewards") / "lengths.py"
-    path.write_text(LENGTHS)
-    return path
-
-
 def grpo_args(model: Path, data: Path, out: Path, steps: int, *extra: str) -> list[str]:
     """CLI arguments the GRPO run tests share: 2 completions of 8 tokens for one prompt per step."""
     return ["train", "--model", str(model), "--data", str(data), "-o", str(out), "--objective", "grpo",

@@ -8,22 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.train.conftest import sigterm_at_step, start, write_jsonl
-from tests.train.test_grpo import ADAPTER, LENGTHS, grpo_args, logged, prompt_rows
+from tests.train.conftest import sigterm_at_step, start
+from tests.train.test_grpo import ADAPTER, grpo_args, logged
 
 STEPS = 6
-
-
-@pytest.fixture(scope="module")
-def prompts_file(tmp_path_factory) -> Path:
-    return write_jsonl(tmp_path_factory.mktemp("prompts") / "prompts.jsonl", prompt_rows(8))
-
-
-@pytest.fixture(scope="module")
-def lengths_reward(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("rewards") / "lengths.py"
-    path.write_text(LENGTHS)
-    return path
 
 
 @pytest.fixture(scope="module")
