@@ -11,7 +11,6 @@ import pytest
 
 from cheaptune.demo.predict import (
     CpuBoard,
-    Prediction,
     comparison_line,
     lora_params,
     measure_cpu,
@@ -72,8 +71,9 @@ def test_measured_rate_is_not_discounted_again(tiny_model_dir):
 
 
 def test_comparison_line_says_both_and_the_ratio():
-    line = comparison_line(Prediction(1000.0, 10.0, 10000), 800.0, 9.0, 7200)
+    plan = SimpleNamespace(tokens_per_s=1000.0, hours=10.0 / 3600, tokens=10000)
+    line = comparison_line(plan, {"tokens_per_s": 800.0, "steps": 3}, 9.0, 7200)
     assert line.startswith("predicted vs measured: ")
-    assert re.search(r"tokens/s 1000 vs 800 \(0\.80x\)", line)
-    assert re.search(r"seconds 10\.0 vs 9\.0 \(0\.90x\)", line)
+    assert re.search(r"tokens/s 1000 vs 800 \(0\.80x, the probe's 3 steps\)", line)
+    assert re.search(r"seconds 10\.0 vs 9\.0 \(0\.90x", line)
     assert line.endswith("tokens 10000 vs 7200")

@@ -38,6 +38,16 @@ def test_a_cpu_run_of_an_h100_plan_is_not_billed_at_the_h100_price(h100_plan, tm
     assert other.price_per_hour is None and "on A10G" in note
 
 
+def test_a_plan_for_the_cpu_is_billed_at_its_own_price_on_the_cpu(h100_plan, tmp_path):
+    raw = planfile.load(h100_plan).model_dump(mode="json")
+    raw["offer"] = {**raw["offer"], "gpu": "CPU", "price_per_hour": 0.05}
+    cpu_plan = tmp_path / "cpu-plan.yaml"
+    planfile.save(planfile.PlanFile.model_validate(raw), cpu_plan)
+    cfg = build(None, cpu_plan, {"output_dir": str(tmp_path / "o")})
+    assert bill_where_it_runs(cfg, None) == (cfg, None) and cfg.price_per_hour == 0.05
+    assert bill_where_it_runs(cfg, "H100")[0].price_per_hour is None  # a CPU plan run on a GPU is not its price
+
+
 def test_a_price_of_the_users_own_is_kept_off_the_plans_gpu(h100_plan, tmp_path):
     cfg = build(None, h100_plan, {"output_dir": str(tmp_path / "o"), "price_per_hour": 0.3})
     assert bill_where_it_runs(cfg, None) == (cfg, None)

@@ -72,6 +72,15 @@ def test_a_probe_on_another_device_than_the_plans_gpu_is_not_held_against_its_pr
     assert len(text.strip().splitlines()) == 1
 
 
+def test_a_probe_on_the_cpu_a_plan_priced_is_held_against_its_prediction():
+    """A plan for the CPU it runs on (demo.cpuplan: board "CPU") is this device's plan: its speed is compared."""
+    out, clock = io.StringIO(), FakeClock()
+    probe = ProbeCallback(3, None, 1000.0, stream=out, clock=clock, planned_gpu="CPU")
+    drive(probe, clock, steps=4)
+    assert probe.result["predicted_tokens_per_s"] == 1000.0 and probe.result["planned_gpu"] is None
+    assert "vs 1000 predicted (-50%)" in out.getvalue() and "not the plan's" not in out.getvalue()
+
+
 def test_a_slow_gpu_run_blames_the_gpu_and_a_slow_cpu_run_the_cpu():
     from cheaptune.train.probe import slow_cause
 

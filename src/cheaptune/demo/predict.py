@@ -105,10 +105,12 @@ def prediction_line(p: Prediction, steps: int) -> str:
             f"{steps} steps ({p.tokens} tokens at full packed rows)")
 
 
-def comparison_line(p: Prediction, meas_tps: float, meas_s: float, meas_tokens: int) -> str:
-    """'predicted vs measured: tokens/s X vs Y (ratio), seconds X vs Y (ratio)'; ratio = measured / predicted.
-
-    The tokens say why the seconds' ratio can differ from the speed's: packed rows are not always full."""
-    return (f"predicted vs measured: tokens/s {p.tokens_per_s:.0f} vs {meas_tps:.0f} "
-            f"({meas_tps / p.tokens_per_s:.2f}x), seconds {p.seconds:.1f} vs {meas_s:.1f} ({meas_s / p.seconds:.2f}x); "
-            f"tokens {p.tokens} vs {meas_tokens}")
+def comparison_line(plan: Any, probe: dict[str, Any], meas_s: float, meas_tokens: int) -> str:
+    """'predicted vs measured: tokens/s X vs Y (ratio), seconds X vs Y (ratio); tokens X vs Y'; ratio = measured
+    / predicted. `plan`: a plan file's prediction; `probe`: train's probe measurement (its pace after the first
+    step); `meas_s`: the training loop's seconds, checkpoint saves included. The tokens say why the seconds'
+    ratio can differ from the speed's: packed rows are not always full."""
+    tps, seconds = probe["tokens_per_s"], plan.hours * 3600
+    return (f"predicted vs measured: tokens/s {plan.tokens_per_s:.0f} vs {tps:.0f} ({tps / plan.tokens_per_s:.2f}x, "
+            f"the probe's {probe['steps']} steps), seconds {seconds:.1f} vs {meas_s:.1f} ({meas_s / seconds:.2f}x, "
+            f"the training loop); tokens {plan.tokens} vs {meas_tokens}")

@@ -1,7 +1,8 @@
 """`make demo`: plan, then a real LoRA fine-tune of SmolLM2-135M-Instruct on CPU, with before/after answers.
 
-Goes through the public CLI (`cheaptune plan`, `cheaptune train`) in-process, so the demo shows
-exactly what a user would type. The task (examples/demo): weather sentence -> JSON object.
+Goes through the public CLI (`cheaptune plan`, `cheaptune train --plan`) in-process, so the demo shows
+exactly what a user would type: the GPU plan, then a plan for the CPU it runs on (demo.cpuplan), trained
+from with `--plan`, and the plan's tokens/s and seconds against the run's probe and clock. The task (examples/demo): weather sentence -> JSON object.
 `--objective dpo` (`make demo-dpo`) tunes the same task from preference pairs instead and shows the
 chosen-vs-rejected log-probability margin on held-out pairs before and after.
 """
@@ -17,10 +18,6 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from cheaptune.demo.predict import Prediction
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "demo"
 DEFAULTS = {  # objective -> (training data, config)
@@ -53,36 +50,33 @@ def _cli(args: list[str]) -> int:
     return 0
 
 
-def _predict(model_dir: Path, config: Path, max_steps: int | None) -> Prediction:
-    """The step-time model's tokens/s and seconds for the demo's own run on this CPU, printed before it trains."""
-    from cheaptune.demo import predict
-    from cheaptune.train.config import build
+def _cpu_plan(model_dir: Path, config: Path, data: Path, max_steps: int | None, out: Path) -> tuple[Path, Path]:
+    """Measure this CPU, predict the demo's run on it and write the plan (and the run's own config) that
+    `train --plan` reads: (plan file, config), beside the run folder."""
+    from cheaptune.demo import cpuplan, predict
+    from cheaptune.train.config import build, read_yaml
 
     cfg = build(config, overrides={"base_model": str(model_dir), "max_steps": max_steps})
     model_config = json.loads((model_dir / "config.json").read_text())
     board = predict.measure_cpu(*predict.mlp_shape(model_config, cfg))
     prediction = predict.predict(model_config, cfg, board)
-    print(f"\n{predict.board_line(board)}\n{predict.prediction_line(prediction, cfg.max_steps)}", flush=True)
-    return prediction
+    plan = cpuplan.cpu_plan(cfg, str(model_dir), str(data.resolve()), prediction)
+    plan_path, run_config = cpuplan.write(plan, read_yaml(config), out)
+    print(f"\n{predict.board_line(board)}\n{predict.prediction_line(prediction, cfg.max_steps)}\n"
+          f"plan for this CPU ($0/h: a machine already paid for) written to {plan_path}", flush=True)
+    return plan_path, run_config
 
 
-def _with_prediction(config: Path, prediction: Prediction, out: Path) -> Path:
-    """The demo's config plus its CPU prediction, beside the run, so train's probe compares against it."""
-    import yaml
+def _probe(run_id: str | None) -> dict | None:
+    """The probe's measurement that train recorded for the run (None when it recorded none)."""
+    from cheaptune.runs.registry import get_run
 
-    from cheaptune.train.config import read_yaml
-    from cheaptune.util import atomic
-
-    raw = read_yaml(config)
-    raw["datasets"] = [{**d, "path": str(Path(d["path"]).resolve())} for d in raw.get("datasets", [])]
-    raw["predicted_tokens_per_s"] = round(prediction.tokens_per_s, 2)
-    path = out.parent / f"{out.name}-config.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(path, yaml.safe_dump(raw, sort_keys=False))
-    return path
+    if run_id is None:
+        return None
+    return next((e["detail"] for e in get_run(run_id)["events"] if e["kind"] == "probe"), None)
 
 
-def _report(out: Path, predicted: Prediction | None) -> None:
+def _report(out: Path, plan_path: Path | None) -> None:
     from cheaptune.train.outputs import SUMMARY
 
     summary = json.loads((out / SUMMARY).read_text())
@@ -93,11 +87,13 @@ def _report(out: Path, predicted: Prediction | None) -> None:
     samples = summary.get("samples") or {}
     for before, after in zip(samples.get("before", []), samples.get("after", []), strict=False):
         print(f"\nprompt: {before['prompt']}\n  before: {before['answer'].strip()}\n  after:  {after['answer'].strip()}")
-    if predicted is not None and summary.get("tokens_per_s"):
+    probe = _probe(summary.get("run_id"))
+    if plan_path is not None and probe is not None:
         from cheaptune.demo.predict import comparison_line
+        from cheaptune.plan.planfile import load
 
-        print("\n" + comparison_line(predicted, summary["tokens_per_s"], summary["seconds_this_segment"],
-                                      summary["tokens"]) + " (measured: the training loop, checkpoint saves included)")
+        print("\n" + comparison_line(load(plan_path).prediction, probe, summary["seconds_this_segment"],
+                                      summary["tokens"]))
 
 
 def _margin(model_dir: Path, pairs: list[dict], adapter: Path | None = None) -> float:
@@ -141,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
 
     plan_code = _cli(["plan", str(args.model), str(args.data), "--seq-len", "256", "--top", "5",
                       "--objective", args.objective])
-    predicted = _predict(args.model, args.config, args.max_steps) if args.objective == "sft" else None
-    config = _with_prediction(args.config, predicted, out) if predicted is not None else args.config
-    train_args = ["train", str(config), "--model", str(args.model), "--data", str(args.data),
-                  "--output-dir", str(out), "--device", "cpu"]
+    plan_path, config = (_cpu_plan(args.model, args.config, args.data, args.max_steps, out)
+                         if args.objective == "sft" else (None, args.config))
+    train_args = ["train", str(config), *(["--plan", str(plan_path)] if plan_path else []), "--model",
+                  str(args.model), "--data", str(args.data), "--output-dir", str(out), "--device", "cpu"]
     if args.max_steps is not None:
         train_args += ["--max-steps", str(args.max_steps)]
     if args.objective == "dpo":
@@ -156,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
               f"mean of {len(pairs)} pairs)", flush=True)
     train_code = _cli(train_args)
     if train_code == 0:
-        _report(out, predicted)
+        _report(out, plan_path)
         if args.objective == "dpo":
             after = _margin(args.model, pairs, out)
             print(f"\nheld-out margin: {before:+.3f} -> {after:+.3f} nats ({after - before:+.3f})")

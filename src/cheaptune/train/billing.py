@@ -25,9 +25,10 @@ def running_on(device: str) -> str | None:
 def bill_where_it_runs(cfg: Any, here: str | None) -> tuple[Any, str | None]:
     """(config, note): without the plan's price when the run is not on the plan's GPU (`here`: the GPU it runs
     on, None for the CPU), the note naming both; unchanged on the plan's GPU or with a price of the user's own."""
+    from cheaptune.train.probe import on_planned_board
+
     planned = cfg.predicted_gpu
-    same = here == planned or (here is None and str(planned).lower() == "cpu")  # a plan priced for this CPU
-    if planned is None or same or not cfg.price_per_hour or not getattr(cfg, "_plan_priced", False):
+    if planned is None or on_planned_board(here, planned) or not cfg.price_per_hour or not getattr(cfg, "_plan_priced", False):
         return cfg, None
     where = here or "the CPU"
     update: dict[str, Any] = {"price_per_hour": None, "predicted_cost_usd": None}

@@ -208,14 +208,18 @@ def known_keys() -> set[str]:
     return keys
 
 
+def canonical_name(key: str) -> str:
+    """The field a config key sets (its alias resolved); an unknown key as it is."""
+    for name, field in TrainConfig.model_fields.items():
+        if key == name or (isinstance(field.validation_alias, AliasChoices)
+                           and key in {str(a) for a in field.validation_alias.choices}):
+            return name
+    return key
+
+
 def _canonical(raw: dict[str, Any]) -> dict[str, Any]:
     """Map aliases to field names so later overrides (plan, CLI) replace rather than clash."""
-    lookup: dict[str, str] = {}
-    for name, field in TrainConfig.model_fields.items():
-        lookup[name] = name
-        if isinstance(field.validation_alias, AliasChoices):
-            lookup.update({str(a): name for a in field.validation_alias.choices})
-    return {lookup[k]: v for k, v in raw.items()}
+    return {canonical_name(k): v for k, v in raw.items()}
 
 
 def check_keys(raw: dict[str, Any], where: str) -> None:

@@ -19,6 +19,12 @@ from cheaptune.runs.events import pct as _pct
 from cheaptune.runs.events import probe_line
 
 SLOW = 0.75  # measured speed under 75% of the prediction is worth a warning (the issue's 25%)
+CPU_BOARD = "CPU"  # the board of a plan priced for the CPU it runs on (demo.cpuplan writes one)
+
+
+def on_planned_board(here: str | None, planned: str | None) -> bool:
+    """Does a run on `here` (a GPU's catalog name, None on the CPU) run on the plan's board `planned`?"""
+    return here == planned or (here is None and str(planned).lower() == CPU_BOARD.lower())
 
 
 def device_peaks() -> tuple[int | None, int | None, int | None]:
@@ -105,7 +111,7 @@ class ProbeCallback(TrainerCallback):
         seconds = max(now - t_ref, 1e-9)
         allocated, reserved, used = device_peaks()
         gpu = device_name()
-        elsewhere = self.planned_gpu is not None and gpu != self.planned_gpu
+        elsewhere = self.planned_gpu is not None and not on_planned_board(gpu, self.planned_gpu)
         self.result = {
             "steps": self._n, "micro_batch": args.per_device_train_batch_size,
             "grad_accum": args.gradient_accumulation_steps, "s_per_step": seconds / n,
