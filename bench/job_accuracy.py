@@ -1,17 +1,21 @@
-"""Whole jobs: predicted hours (training + start-up) vs the wall time public runs report, leave-one-source-out.
+"""Whole jobs: predicted hours vs the wall time public runs report, leave-one-source-out.
 
 Usage: .venv/bin/python bench/job_accuracy.py [--json]
-Rows: bench/data/jobs_public.csv (each with its settings, wall time and what that wall time covers, URL and
-source date; scope=note rows are skipped). For each job source, the step-time constants of its stack are fitted
-on the throughput rows (bench/data/throughput_public.csv) of every *other* source, as throughput_accuracy.py
-does, so no job is predicted by constants fitted on its own source. Predicted wall time = train tokens /
-tokens/s + loading the weights and tokenising (estimate/data/startup.yaml; a public run's wall time starts in
-its script, so no provisioning or install). A job whose token count is not stated is trained at steps x sequences x length when packed, else skipped
-(said per row). Unpacked rows train at their mean length (train tokens / examples
-per epoch): dynamic padding pads each batch to its longest row, so the prediction errs fast there. Speed options
-a job ran (Liger) add no factor: none was measured for these jobs (estimate/data/speedups.yaml). The p10-p90 of
-each job is estimate.intervals' band for its board class, method and GPU count, and the share of jobs whose wall
-time falls inside is printed.
+Rows: bench/data/jobs_public.csv (each with its settings, wall time, what that wall time covers, URL and source
+date; scope=note rows are skipped). For each job source, the step-time constants of its stack are fitted on the
+throughput rows (bench/data/throughput_public.csv) of every *other* source, as throughput_accuracy.py does, so
+no job is predicted by constants fitted on its own source.
+Tokens the GPU runs follow from what a row states: its counted tokens; else packed rows fill every sequence
+(steps x micro-batch x GA x GPUs x length, or examples x epochs x the dataset's mean length); unpacked rows run
+sequences (steps x micro-batch x GA x GPUs, or examples x epochs) padded to max_length, or to the longest row of
+each micro-batch (the expected longest of `micro_batch` draws from the dataset's length distribution, capped at
+max_length). Dataset lengths are bench/data/dataset_lengths.csv (sourced, dated).
+Predicted wall time = the terms the row's `wall_includes` names: train (the optimizer steps), eval (in-loop
+validation: forward passes over `eval_examples` sequences every `eval_every` optimizer steps), load (the
+weights from disk) and tokenize (estimate/data/startup.yaml), so each row compares like with like.
+Speed options a job ran (Liger) add no factor: none was measured for these jobs (estimate/data/speedups.yaml).
+The p10-p90 of each job is estimate.intervals' band for its board class, method and GPU count, applied to the
+training term, and the share of jobs whose wall time falls inside is printed.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import datetime as dt
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import throughput_accuracy as ta
@@ -34,14 +39,34 @@ from cheaptune.estimate.time import throughput as tp
 from cheaptune.estimate.time.scaling import Layout
 
 JOBS = Path(__file__).with_name("data") / "jobs_public.csv"
+LENGTHS = Path(__file__).with_name("data") / "dataset_lengths.csv"
+WALL_TERMS = ("train", "eval", "load", "tokenize")
+# xformers' memory-efficient attention is the kernel behind SDPA's memory-efficient backend (PyTorch docs,
+# torch.nn.functional.scaled_dot_product_attention), so a row that ran it is modelled as sdpa
+ATTN_AS = {"xformers": "sdpa"}
 RESULTS = Path(__file__).with_name("results") / "job_accuracy.json"
 BF16_BYTES = 2
+
+
+def ffn_config(cfg: dict) -> dict:
+    """`cfg` with the MLP width and KV heads under Llama's names: Falcon calls it ffn_hidden_size (4 x hidden when
+    unset, transformers FalconConfig) and shares one KV head when multi_query; GPT-2 n_inner; OPT ffn_dim."""
+    inter = cfg.get("intermediate_size") or cfg.get("ffn_hidden_size") or cfg.get("n_inner") or cfg.get("ffn_dim")
+    if not inter and cfg.get("model_type") in ("falcon", "gpt2"):
+        inter = 4 * int(cfg["hidden_size"])
+    if not inter:
+        raise ValueError(f"model config ({cfg.get('model_type')}) states no MLP width (intermediate_size, "
+                         "ffn_hidden_size, n_inner or ffn_dim); add it to the catalog entry")
+    kv = cfg.get("num_key_value_heads") or (1 if cfg.get("multi_query") and not cfg.get("new_decoder_architecture")
+                                            else cfg["num_attention_heads"])
+    return {**cfg, "intermediate_size": int(inter), "num_key_value_heads": int(kv)}
 
 
 def trainable(cfg: dict, row: dict) -> int:
     """Adapter parameters of the row's targets (unknown target names count nothing), plus whole extra modules."""
     if row["method"] == "full":
         return 0
+    cfg = ffn_config(cfg)
     r = int(row["lora_r"] or 0)
     known = [t for t in (row["lora_targets"] or "").split(",") if t.strip() and (
         t.strip() in ("mlp", "all-linear") or t.strip().removesuffix("_proj") + "_proj" in ta.LINEAR)]
@@ -50,38 +75,127 @@ def trainable(cfg: dict, row: dict) -> int:
     return n + len(extra) * int(cfg.get("vocab_size", 0)) * int(cfg["hidden_size"])
 
 
-def train_tokens(row: dict) -> float:
-    """Tokens trained: as stated, else steps x sequences per step x length for packed rows (every row full)."""
+def load_lengths(path: Path = LENGTHS) -> dict[str, dict]:
+    """{dataset: row} with its length percentiles as numbers."""
+    out = {}
+    for r in csv.DictReader(path.open()):
+        out[r["dataset"]] = {**r, "p": [float(x) / 100 for x in r["percentiles"].split()],
+                             "x": [float(x) for x in r["lengths"].split()]}
+    return out
+
+
+def padded_length(dist: dict, micro_batch: int, cap: int, steps: int = 2000) -> float:
+    """Mean tokens per sequence when each micro-batch is padded to its longest row, rows truncated at `cap`:
+    E[max of `micro_batch` draws] = integral of Q(u) d(u^b), Q the length quantile function (piecewise linear)."""
+    total = 0.0
+    for i in range(steps):
+        lo, hi = i / steps, (i + 1) / steps
+        q = min(float(cap), _quantile(dist, (lo + hi) / 2))
+        total += q * (hi ** micro_batch - lo ** micro_batch)
+    return total
+
+
+def _quantile(dist: dict, u: float) -> float:
+    p, x = dist["p"], dist["x"]
+    for j in range(1, len(p)):
+        if u <= p[j]:
+            return x[j - 1] + (x[j] - x[j - 1]) * (u - p[j - 1]) / (p[j] - p[j - 1])
+    return x[-1]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the GPUs run: tokens (padding included), the length of one sequence, and sequences per epoch x epochs."""
+
+    tokens: float
+    seq_len: int
+    sequences: float
+    basis: str
+
+
+def workload(row: dict, lengths: dict[str, dict] | None = None) -> Workload:
+    """The row's tokens, from what it states (see the module docstring); ValueError says what is missing."""
+    lengths = load_lengths() if lengths is None else lengths
+    gpus = int(row["gpus_per_node"]) * int(row["nodes"])
+    mb, ga, seq = int(row["micro_batch"]), int(row["grad_accum"] or 1), int(row["seq_len"])
+    dist = lengths.get(row.get("dataset") or "")
+    if row.get("dataset") and dist is None:
+        raise ValueError(f"dataset {row['dataset']!r} is not in {LENGTHS.name}; add its length statistics there")
+    examples = float(row["train_examples"] or (dist or {}).get("train_examples") or 0)
+    epochs = float(row["epochs"] or 1)
+    by_steps = float(row["steps"]) * mb * ga * gpus if row["steps"] else None
+    if row["packing"] == "yes":
+        if row["train_tokens"]:
+            t = float(row["train_tokens"])
+            return Workload(t, seq, t / seq, "stated")
+        if by_steps:
+            return Workload(by_steps * seq, seq, by_steps, "packed: steps x batch x GA x GPUs x length")
+        if dist and examples:
+            t = examples * epochs * float(dist["mean_tokens"])
+            return Workload(t, seq, t / seq, f"packed: examples x epochs x {row['dataset']} mean length")
+        raise ValueError("token count not stated and not derivable (packed, but no steps and no dataset lengths)")
+    n = by_steps or (examples * epochs if examples else None)
     if row["train_tokens"]:
-        return float(row["train_tokens"])
-    if row["packing"] == "yes" and row["steps"]:
-        gpus = int(row["gpus_per_node"]) * int(row["nodes"])
-        return float(row["steps"]) * int(row["micro_batch"]) * int(row["grad_accum"] or 1) * gpus * int(row["seq_len"])
-    raise ValueError("token count not stated and not derivable (unpacked, or no step count)")
+        t = float(row["train_tokens"])
+        per = max(1, min(seq, round(t / (float(row["train_examples"]) * epochs)))) if row["train_examples"] else seq
+        return Workload(t, per, t / per, "stated")
+    if n and row.get("padding") == "max_length":
+        return Workload(n * seq, seq, n, "padded to max_length")
+    if n and dist:
+        per = padded_length(dist, mb, seq)
+        return Workload(n * per, max(1, round(per)), n, f"padded to the longest of {mb} {row['dataset']} rows")
+    raise ValueError("token count not stated and not derivable (unpacked: no dataset lengths or no step count)")
 
 
-def job_of(row: dict, stack: str, network: str = "ethernet") -> tuple[tp.Job, object, Layout, object]:
+def job_of(row: dict, stack: str, network: str = "ethernet", work: Workload | None = None
+           ) -> tuple[tp.Job, object, Layout, object]:
     spec = ta._spec(row["model"])
     shape = tp.ModelShape.from_config(spec.config, spec.params)
-    seq = int(row["seq_len"])
-    if row["packing"] != "yes" and row["train_examples"]:
-        epochs = float(row["epochs"] or 1)
-        seq = max(1, min(seq, round(train_tokens(row) / (float(row["train_examples"]) * epochs))))
-    job = tp.Job(shape, row["method"], seq, int(row["micro_batch"]), row["grad_ckpt"] == "yes",
-                 trainable(spec.config, row), int(row["grad_accum"] or 1), attn=row["attn"] or "sdpa", stack=stack)
+    work = work or workload(row)
+    attn = ATTN_AS.get(row["attn"], row["attn"]) or "sdpa"
+    job = tp.Job(shape, row["method"], work.seq_len, int(row["micro_batch"]), row["grad_ckpt"] == "yes",
+                 trainable(spec.config, row), int(row["grad_accum"] or 1), attn=attn, stack=stack)
     gpus, nodes = int(row["gpus_per_node"]), int(row["nodes"])
     layout = Layout(gpus, nodes, row["sharding"] or None, row["offload"] == "yes", row.get("network") or network)
     return job, resolve_gpu(row["gpu"]), layout, shape
 
 
+def fit_stack_of(row: dict, table: dict) -> str:
+    """The stack whose constants time the row: the product's own mapping (FIT_AS, then steptime.yaml's
+    `same_as`, e.g. litgpt borrows torchtune's: both are plain PyTorch loops), so a row is predicted as
+    `estimate --trainer` would predict it."""
+    stack = ta.FIT_AS.get(row["stack"], row["stack"])
+    while "same_as" in table["stacks"].get(stack, {}):
+        stack = table["stacks"][stack]["same_as"]
+    return stack
+
+
+def wall_terms(row: dict) -> set[str]:
+    """The terms the row's wall time covers (`wall_includes`, default train + load + tokenize)."""
+    terms = {t.strip() for t in (row.get("wall_includes") or "train,load,tokenize").split(",") if t.strip()}
+    if not terms <= set(WALL_TERMS) or "train" not in terms:
+        raise ValueError(f"wall_includes {row.get('wall_includes')!r}: name train and any of {', '.join(WALL_TERMS[1:])}")
+    return terms
+
+
 def predict(row: dict, table: dict, consts: dict, network: str) -> dict:
-    job, gpu, layout, shape = job_of(row, "fit", network)
+    work = workload(row)
+    job, gpu, layout, shape = job_of(row, "fit", network, work)
+    terms = wall_terms(row)
     st = tp.step_time(job, gpu, layout, table)
-    train_s = train_tokens(row) / st.tokens_per_s
-    start = {"load": shape.params * BF16_BYTES / consts["disk_read_bytes_per_s"],
-             "tokenize": train_tokens(row) / consts["dataset_tokenize_tokens_per_s"]}
-    return {"train_s": train_s, "startup_s": start, "wall_s": train_s + sum(start.values()),
-            "board_class": intervals.board_class(gpu), "gpus": layout.gpus}
+    train_s = work.tokens / st.tokens_per_s
+    extra = {}
+    if "eval" in terms:  # forward passes only: the forward's share of a training token's FLOPs
+        f = tp.flops_per_token(shape, job.method, job.seq_len, job.grad_ckpt, job.trainable_params)
+        evals = work.sequences // (job.micro_batch * job.grad_accum * layout.gpus) // int(row["eval_every"])
+        extra["eval"] = evals * float(row["eval_examples"]) * job.seq_len / st.tokens_per_s * f.forward / f.total
+    if "load" in terms:
+        extra["load"] = shape.params * BF16_BYTES / consts["disk_read_bytes_per_s"]
+    if "tokenize" in terms:
+        extra["tokenize"] = work.tokens / consts["dataset_tokenize_tokens_per_s"]
+    return {"train_s": train_s, "other_s": extra, "wall_s": train_s + sum(extra.values()),
+            "board_class": intervals.board_class(gpu), "gpus": layout.gpus, "tokens": work.tokens,
+            "tokens_basis": work.basis}
 
 
 def evaluate(jobs: list[dict], through: list[dict], grid: dict = ta.GRID) -> tuple[list[dict], list[dict]]:
@@ -90,7 +204,7 @@ def evaluate(jobs: list[dict], through: list[dict], grid: dict = ta.GRID) -> tup
     fits: dict[tuple[str, str], dict] = {}
     out, skipped = [], []
     for row in jobs:
-        stack = ta.FIT_AS.get(row["stack"], row["stack"])
+        stack = fit_stack_of(row, base)
         key = (row["source"], stack)
         try:
             if key not in fits:
@@ -109,9 +223,10 @@ def evaluate(jobs: list[dict], through: list[dict], grid: dict = ta.GRID) -> tup
         out.append({"id": row["id"], "source": row["source"], "stack": row["stack"], "model": row["model"],
                     "method": row["method"], "gpu": row["gpu"], "gpus": p["gpus"], "measured": measured,
                     "loso": round(p["wall_s"], 1), "train_s": round(p["train_s"], 1),
-                    "startup_s": {k: round(v, 1) for k, v in p["startup_s"].items()},
-                    "inside_p10_p90": p["train_s"] * lo + sum(p["startup_s"].values()) <= measured
-                    <= p["train_s"] * hi + sum(p["startup_s"].values()), "interval_basis": why,
+                    "other_s": {k: round(v, 1) for k, v in p["other_s"].items()},
+                    "tokens": round(p["tokens"]), "tokens_basis": p["tokens_basis"],
+                    "inside_p10_p90": p["train_s"] * lo + sum(p["other_s"].values()) <= measured
+                    <= p["train_s"] * hi + sum(p["other_s"].values()), "interval_basis": why,
                     "wall_basis": row["wall_basis"], "url": row["url"], "source_date": row["source_date"] or "undated",
                     "constants": fits[key]})
     return out, skipped

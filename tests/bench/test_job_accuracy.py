@@ -7,28 +7,89 @@ import csv
 import pytest
 
 TINY = {"e_max": (0.5, 0.8), "tokens_half": (300,), "hidden_half": (600,), "full": (0.001,), "adapter": (0.001,)}
+ROW = {"train_tokens": "", "packing": "yes", "steps": "10", "micro_batch": "2", "grad_accum": "4",
+       "gpus_per_node": "2", "nodes": "1", "seq_len": "1024", "train_examples": "", "epochs": "", "dataset": "",
+       "padding": ""}
+# a dataset whose rows are 100 or 300 tokens, half each
+TWO = {"lengths": {"d": {"p": [0, 0.5, 0.5, 1], "x": [100, 100, 300, 300], "mean_tokens": "200",
+                          "train_examples": "1000"}}}
 
 
-def test_tokens_are_stated_or_derived_from_packed_steps_else_the_job_is_skipped(bench):
+def test_packed_tokens_are_stated_or_steps_x_batch_x_ga_x_gpus_x_length_or_examples_x_mean(bench):
     ja = bench("job_accuracy")
-    row = {"train_tokens": "", "packing": "yes", "steps": "10", "micro_batch": "2", "grad_accum": "4",
-           "gpus_per_node": "2", "nodes": "1", "seq_len": "1024"}
-    assert ja.train_tokens(row) == 10 * 2 * 4 * 2 * 1024
-    assert ja.train_tokens({**row, "train_tokens": "123"}) == 123
-    with pytest.raises(ValueError, match="not stated"):
-        ja.train_tokens({**row, "packing": "no"})
+    assert ja.workload(ROW, {}).tokens == 10 * 2 * 4 * 2 * 1024
+    assert ja.workload({**ROW, "train_tokens": "123"}, {}).tokens == 123
+    w = ja.workload({**ROW, "steps": "", "train_examples": "50", "epochs": "3", "dataset": "d"}, TWO["lengths"])
+    assert w.tokens == 50 * 3 * 200 and w.seq_len == 1024
+    with pytest.raises(ValueError, match="not derivable"):
+        ja.workload({**ROW, "steps": ""}, {})
+
+
+def test_unpacked_rows_run_padded_tokens_max_length_or_the_longest_of_each_micro_batch(bench):
+    ja = bench("job_accuracy")
+    unpacked = {**ROW, "packing": "no", "dataset": "d", "padding": "longest"}
+    # two draws: the longest is 100 only when both are 100 (1/4), so E = 100/4 + 300 x 3/4 = 250
+    w = ja.workload(unpacked, TWO["lengths"])
+    assert w.sequences == 10 * 2 * 4 * 2 and w.tokens == pytest.approx(160 * 250, rel=0.01)
+    one = ja.workload({**unpacked, "micro_batch": "1"}, TWO["lengths"])
+    assert one.tokens / one.sequences == pytest.approx(200, rel=0.01)  # batch of one: the mean, no padding
+    capped = ja.workload({**unpacked, "micro_batch": "1", "seq_len": "150"}, TWO["lengths"])
+    assert capped.tokens / capped.sequences == pytest.approx(125, rel=0.01)  # rows truncated at max length
+    assert ja.workload({**unpacked, "padding": "max_length"}, TWO["lengths"]).tokens == 160 * 1024
+    by_epochs = ja.workload({**unpacked, "steps": "", "epochs": "2"}, TWO["lengths"])
+    assert by_epochs.sequences == 2 * 1000  # the dataset's train split when the row states no examples
+    with pytest.raises(ValueError, match="not in dataset_lengths"):
+        ja.workload({**unpacked, "dataset": "nope"}, TWO["lengths"])
+
+
+def test_the_dataset_length_rows_are_sourced_and_consistent(bench):
+    ja = bench("job_accuracy")
+    for name, d in ja.load_lengths().items():
+        assert d["url"].startswith("https://") and d["source_date"] and d["retrieved"], name
+        assert d["p"][0] == 0 and d["p"][-1] == 1 and d["x"] == sorted(d["x"]), name
+        assert d["x"][0] == float(d["min_tokens"]) and d["x"][-1] == float(d["max_tokens"]), name
+        assert ja._quantile(d, 0.5) == pytest.approx(float(d["median_tokens"]), abs=1), name
+        # the stated mean and the one the percentiles imply agree within 10%
+        assert ja.padded_length(d, 1, 10**6) == pytest.approx(float(d["mean_tokens"]), rel=0.1), name
+    used = {r["dataset"] for r in csv.DictReader(ja.JOBS.open()) if r["dataset"]}
+    assert used and used <= set(ja.load_lengths())
+
+
+def test_a_config_without_intermediate_size_takes_its_own_mlp_name_or_says_what_is_missing(bench):
+    ja = bench("job_accuracy")
+    falcon = {"model_type": "falcon", "hidden_size": 64, "num_attention_heads": 4, "multi_query": True}
+    cfg = ja.ffn_config(falcon)
+    assert cfg["intermediate_size"] == 256 and cfg["num_key_value_heads"] == 1
+    assert ja.ffn_config({**falcon, "model_type": "opt", "ffn_dim": 100})["intermediate_size"] == 100
+    with pytest.raises(ValueError, match="states no MLP width"):
+        ja.ffn_config({**falcon, "model_type": "mystery"})
+
+
+def test_the_wall_time_terms_are_the_ones_the_row_declares(bench):
+    ja = bench("job_accuracy")
+    assert ja.wall_terms({"wall_includes": "train,eval"}) == {"train", "eval"}
+    assert ja.wall_terms({"wall_includes": ""}) == {"train", "load", "tokenize"}
+    with pytest.raises(ValueError, match="wall_includes"):
+        ja.wall_terms({"wall_includes": "load"})
+    table = {"stacks": {"litgpt": {"same_as": "torchtune"}, "torchtune": {}, "hf": {}}}
+    assert ja.fit_stack_of({"stack": "litgpt"}, table) == "torchtune"
+    assert ja.fit_stack_of({"stack": "trl"}, table) == "hf"
 
 
 def test_a_job_is_not_predicted_by_its_own_sources_rows(bench, monkeypatch):
     ja, ta = bench("job_accuracy"), bench("throughput_accuracy")
     jobs = [r for r in csv.DictReader(ja.JOBS.open()) if r["source"] == "peft-method-comparison"][:2]
+    jobs += [r for r in csv.DictReader(ja.JOBS.open()) if r["source"] == "litgpt-config-hub"][:1]
     through = [r for r in csv.DictReader(ta.ROWS.open()) if r.get("scope", "bench") != "note"]
     seen = []
     fit = ta.fit
     monkeypatch.setattr(ta, "fit", lambda rs, base, grid=ta.GRID: seen.append({r["source"] for r in rs}) or fit(rs, base, grid))
     results, skipped = ja.evaluate(jobs, through, TINY)
-    assert results and not skipped
-    assert seen and all("peft-method-comparison" not in s for s in seen)
-    for r in results:  # the wall time is training plus the start-up terms, each shown
-        assert r["loso"] == pytest.approx(r["train_s"] + sum(r["startup_s"].values()), abs=0.2)
-        assert set(r["startup_s"]) == {"load", "tokenize"} and r["interval_basis"]
+    assert len(results) == 3 and not skipped
+    assert seen and all("peft-method-comparison" not in s for s in seen[:2])
+    for r in results:  # the wall time is training plus the terms the row's wall time covers, each shown
+        assert r["loso"] == pytest.approx(r["train_s"] + sum(r["other_s"].values()), abs=0.2)
+        assert r["interval_basis"]
+    peft, lit = results[0], results[2]
+    assert peft["other_s"] == {}  # PEFT's optimizer-step time: training only
+    assert set(lit["other_s"]) == {"eval"} and 0 < lit["other_s"]["eval"] < lit["train_s"]

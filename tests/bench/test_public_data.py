@@ -19,7 +19,7 @@ from cheaptune.estimate.time.scaling import SHARDINGS
 from cheaptune.estimate.time.throughput import ADAPTER_METHODS, ModelShape
 
 DATA = Path(__file__).resolve().parents[2] / "bench" / "data"
-STACKS = {"cheaptune", "hf", "trl", "axolotl", "unsloth", "torchtune", "fms-fsdp", "other"}
+STACKS = {"cheaptune", "hf", "trl", "axolotl", "unsloth", "torchtune", "fms-fsdp", "litgpt", "other"}
 URL = re.compile(r"^(https://\S+|[\w.-]+/[\w.-]+@[0-9a-f]{7,40}:\S+)$")
 
 
