@@ -171,8 +171,8 @@ def fit_stack_of(row: dict, table: dict) -> str:
 
 
 def wall_terms(row: dict) -> set[str]:
-    """The terms the row's wall time covers (`wall_includes`, default train + load + tokenize)."""
-    terms = {t.strip() for t in (row.get("wall_includes") or "train,load,tokenize").split(",") if t.strip()}
+    """The terms the row's wall time covers (`wall_includes`): declared per row, never assumed."""
+    terms = {t.strip() for t in (row.get("wall_includes") or "").split(",") if t.strip()}
     if not terms <= set(WALL_TERMS) or "train" not in terms:
         raise ValueError(f"wall_includes {row.get('wall_includes')!r}: name train and any of {', '.join(WALL_TERMS[1:])}")
     return terms

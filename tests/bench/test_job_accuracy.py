@@ -68,9 +68,10 @@ def test_a_config_without_intermediate_size_takes_its_own_mlp_name_or_says_what_
 def test_the_wall_time_terms_are_the_ones_the_row_declares(bench):
     ja = bench("job_accuracy")
     assert ja.wall_terms({"wall_includes": "train,eval"}) == {"train", "eval"}
-    assert ja.wall_terms({"wall_includes": ""}) == {"train", "load", "tokenize"}
-    with pytest.raises(ValueError, match="wall_includes"):
-        ja.wall_terms({"wall_includes": "load"})
+    assert ja.wall_terms({"wall_includes": "train,load,tokenize"}) == {"train", "load", "tokenize"}
+    for bad in ("", "load", "train,upload"):  # undeclared, no training, or a term the bench cannot predict
+        with pytest.raises(ValueError, match="wall_includes"):
+            ja.wall_terms({"wall_includes": bad})
     table = {"stacks": {"litgpt": {"same_as": "torchtune"}, "torchtune": {}, "hf": {}}}
     assert ja.fit_stack_of({"stack": "litgpt"}, table) == "torchtune"
     assert ja.fit_stack_of({"stack": "trl"}, table) == "hf"
