@@ -34,7 +34,11 @@ PUBLISHED = {
     "unsloth/Mistral-7B-v0.2": 7.24e9, "mistralai/Mistral-7B-v0.3": 7.25e9, "Qwen/Qwen2.5-Coder-14B": 14.7e9,
     "Qwen/Qwen2-7B-Instruct": 7.61e9, "Qwen/Qwen3-14B": 14.77e9, "Qwen/Qwen3-32B": 32.76e9,
     "google/codegemma-7b-it": 8.54e9, "microsoft/Phi-3.5-mini-instruct": 3.82e9, "microsoft/phi-4": 14.66e9,
-    "openai/gpt-oss-20b": 20.91e9,
+    "openai/gpt-oss-20b": 20.91e9, "openai/gpt-oss-120b": 116.83e9, "google/gemma-3-270m": 268.1e6,
+    # unslothai/notebooks@bdda2ef run banner, total less LoRA: ERNIE 22,002,983,104 - 177,545,216; Mistral Small is
+    # the "22B" of its release name; SantaCoder "1.1B" as the Cerebras model zoo page states
+    "baidu/ERNIE-4.5-21B-A3B-PT": 21.83e9, "mistralai/Mistral-Small-Instruct-2409": 22.2e9,
+    "bigcode/gpt_bigcode-santacoder": 1.1e9,
 }
 SPECS = list_models()
 
@@ -78,6 +82,7 @@ def test_entry_builds_and_analytic_count_is_exact(spec):
     ("Qwen/Qwen2.5-Coder-14B-Instruct", "Qwen/Qwen2.5-Coder-14B"), ("Qwen/Qwen2-7B", "Qwen/Qwen2-7B-Instruct"),
     ("google/codegemma-7b", "google/codegemma-7b-it"),
     ("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "TinyLlama/TinyLlama_v1.1"),
+    ("google/gemma-3-270m-it", "google/gemma-3-270m"), ("santacoder", "bigcode/gpt_bigcode-santacoder"),
 ])
 def test_lookup_by_alias_and_case(name, expected):
     assert resolve_model(name).id == expected
