@@ -83,6 +83,7 @@ def test_entry_builds_and_analytic_count_is_exact(spec):
     ("google/codegemma-7b", "google/codegemma-7b-it"),
     ("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "TinyLlama/TinyLlama_v1.1"),
     ("google/gemma-3-270m-it", "google/gemma-3-270m"), ("santacoder", "bigcode/gpt_bigcode-santacoder"),
+    ("unsloth/tinyllama-bnb-4bit", "TinyLlama/TinyLlama_v1.1"),
 ])
 def test_lookup_by_alias_and_case(name, expected):
     assert resolve_model(name).id == expected
