@@ -90,6 +90,29 @@ def test_throughput_rows_the_bench_reads_are_complete_and_physically_possible() 
         assert 0.02 < frac <= 1.0, f"{r['id']}: implied {frac:.0%} of the datasheet peak (per_gpu flag or value wrong?)"
 
 
+def best_measured_matmul() -> dict[str, float]:
+    """The fastest measured bf16/fp16 matmul per board (gemm_measured.csv), TFLOP/s."""
+    best: dict[str, float] = {}
+    for r in rows("gemm_measured.csv"):
+        name = resolve_gpu(r["board"]).name
+        best[name] = max(best.get(name, 0.0), float(r["measured_tflops"]))
+    return best
+
+
+def test_no_bench_row_computes_faster_than_its_boards_measured_matmul_rate() -> None:
+    # Forward + activation gradients alone (6 x matmul parameters per token full, 4 x adapters; no attention, no
+    # recompute) cannot outrun the board's best measured matmul: a row that does ran on another board or counted
+    # other tokens (torchtune's '1x A6000' LoRA row did: 1.14x an RTX A6000's rate, so it is scope=note).
+    best = best_measured_matmul()
+    for r in (r for r in rows("throughput_public.csv") if r["scope"] == "bench"):
+        gpu, spec = resolve_gpu(r["gpu"]), resolve_model(r["model"])
+        if gpu.name not in best:
+            continue
+        per_gpu = float(r["tokens_per_s"]) / (1 if r["per_gpu"] == "yes" else int(r["gpus_per_node"]) * int(r["nodes"]))
+        tflops = (6 if r["method"] == "full" else 4) * ModelShape.from_config(spec.config, spec.params).matmul_params * per_gpu / 1e12
+        assert tflops <= best[gpu.name], f"{r['id']}: {tflops:.0f} TFLOP/s over {gpu.name}'s measured {best[gpu.name]:.0f}"
+
+
 def test_gemm_rows_sit_between_a_third_of_the_datasheet_and_its_boost_clock_overshoot() -> None:
     # GeForce boards run above the rated boost clock, so a measured matmul can exceed the datasheet by ~15%.
     for r in rows("gemm_measured.csv"):
