@@ -48,6 +48,15 @@ def test_a_plan_for_the_cpu_is_billed_at_its_own_price_on_the_cpu(h100_plan, tmp
     assert bill_where_it_runs(cfg, "H100")[0].price_per_hour is None  # a CPU plan run on a GPU is not its price
 
 
+def test_a_config_files_budget_and_price_win_over_the_plans(h100_plan, tmp_path):
+    """As its settings do: a $3 budget in the file is not raised to the plan's $5 (nor its price replaced)."""
+    (tmp_path / "c.yaml").write_text("budget_usd: 3\nprice_per_hour: 0.5\n")
+    cfg = build(tmp_path / "c.yaml", h100_plan, {"output_dir": str(tmp_path / "o")})
+    assert (cfg.budget_usd, cfg.price_per_hour) == (3.0, 0.5)
+    assert not cfg._plan_priced and not cfg._plan_budgeted  # the user's own: kept off the plan's GPU too
+    assert build(tmp_path / "c.yaml", h100_plan, {"budget_usd": 4.0}).budget_usd == 4.0  # a flag wins over both
+
+
 def test_a_price_of_the_users_own_is_kept_off_the_plans_gpu(h100_plan, tmp_path):
     cfg = build(None, h100_plan, {"output_dir": str(tmp_path / "o"), "price_per_hour": 0.3})
     assert bill_where_it_runs(cfg, None) == (cfg, None)

@@ -266,7 +266,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 def build(path: str | Path | None, plan_path: str | Path | None = None,
           overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """File, then the plan, then CLI flags (later wins); validated once at the end."""
+    """The plan, then the config file's own keys, then CLI flags (later wins); validated once at the end."""
     raw: dict[str, Any] = {}
     foreign: tuple[list[str], list[str]] = ([], [])
     if path is not None:
@@ -287,7 +287,7 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
         # a setting the config file or a flag gives explicitly wins over the plan, and is reported
         changed = {k: (planned[k], v) for k, v in {**raw, **cli}.items()
                    if k in SETTING_KEYS and k in planned and v != planned[k]}
-        raw = {**raw, **planned, **{k: raw[k] for k in changed if k in raw}}
+        raw = {**planned, **raw}  # the file's own keys win too: its budget or price is not raised by the plan's
     raw.update(cli)
     cfg = validate(raw, f"config file {path}" if path else "config", _flag_origins(overrides))
     cfg._plan_overrides = changed
