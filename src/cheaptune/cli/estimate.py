@@ -169,7 +169,7 @@ def register(app: typer.Typer) -> None:
         precision: str = typer.Option(None, "--precision", help="bf16-true, bf16-mixed, fp16-mixed, fp32 (default per method)."),
         quant: str = typer.Option(None, "--quant", help="nf4, or nf4-dq (qlora default: double quantization)."),
         grad_ckpt: bool = typer.Option(False, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
-        optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adamw-8bit, paged-adamw-8bit, sgd, adafactor."),
+        optimizer: str = typer.Option("adamw", "--optimizer", help="adamw (as the trainer builds it), adamw-fused, adamw-8bit, paged-adamw-8bit, sgd, adafactor."),
         attn: str = typer.Option("sdpa", "--attn", help="sdpa, flash, eager."),
         objective: str = typer.Option("sft", "--objective", help="sft, dpo, orpo: trl's training step for it "
                                       "(--micro-batch counts preference pairs); grpo: an RL step (needs --gpu; "

@@ -37,7 +37,10 @@ PRECISIONS = ("bf16-true", "bf16-mixed", "fp16-mixed", "fp32")
 QUANTS = ("nf4", "nf4-dq")
 INT8_REFUSAL = ("an int8 (LLM.int8) base is not supported by cheaptune's estimate or trainer; use quant nf4 or "
                 "nf4-dq (QLoRA), or method lora on a 16-bit base")
-OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor")
+# "adamw" is torch's AdamW as the trainer profile builds it (ours: fused; a profile with foreach_adamw: the multi-tensor
+# step); "adamw-fused" is torch's fused AdamW whatever the profile (a run that sets fused=True or optim
+# adamw_torch_fused itself, e.g. torchtune's and Axolotl's configs), with no foreach temporaries.
+OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor")
 ATTNS = ("sdpa", "flash", "eager")
 # "trl": our trainer (trl SFTTrainer's chunked LM head, no full logits); "hf": a plain transformers Trainer,
 # whose loss materialises fp32 logits over the whole vocabulary (for users who train that way).
@@ -67,6 +70,7 @@ FUSED_HEAD_OUTPUTS = ("log_probs", "entropy", "is_top1")
 HF_OPTIM: dict[str, dict[str, str]] = {
     "cuda": {
         "adamw": "adamw_torch_fused",
+        "adamw-fused": "adamw_torch_fused",
         "adamw-8bit": "adamw_bnb_8bit",
         "paged-adamw-8bit": "paged_adamw_8bit",
         "sgd": "sgd",

@@ -36,6 +36,7 @@ class Profile:
     loss_chunks: int | None = None
     loss_fp32: bool = False
     loss_full_logits: bool = False
+    loss_inplace: bool = False
     lora_dropout: float = LORA_DROPOUT
     lora_targets: str = "all-linear"
     kbit_prep: bool = False

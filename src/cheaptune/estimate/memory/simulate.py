@@ -90,11 +90,12 @@ def trainer_optimizer(optim: str) -> tuple[type, dict]:
 
 def make_optimizer(name: str, params, foreach: bool = False):
     """The optimizer the trainer creates; bitsandbytes' 8-bit ones by a stand-in with their state layout.
-    `foreach`: torch's AdamW as built without fused=True, whose CUDA default is the multi-tensor step."""
+    `foreach`: torch's AdamW as built without fused=True, whose CUDA default is the multi-tensor step; it does not
+    apply to "adamw-fused", the run that asks for the fused kernel itself."""
     if name in ("adamw-8bit", "paged-adamw-8bit"):
         return Adam8bitStandIn(params)
     cls, kwargs = trainer_optimizer(hf_optim(name))
-    if foreach and kwargs.get("fused"):
+    if foreach and name == "adamw" and kwargs.get("fused"):
         kwargs = {**kwargs, "fused": False, "foreach": True}
     return cls(params, **kwargs)
 
@@ -363,10 +364,27 @@ def _chunked_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
         if prof.loss_full_logits:
             held.append(logits)
         logits = logits.float() if prof.loss_fp32 else logits
-        part = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1),
-                                                 reduction="sum")
+        flat = logits.reshape(-1, logits.size(-1))
+        part = (_InplaceCrossEntropy.apply(flat) if prof.loss_inplace
+                else torch.nn.functional.cross_entropy(flat, labels.reshape(-1), reduction="sum"))
         total = part if total is None else total + part
     return total / ids.numel(), tuple(held)
+
+
+class _InplaceCrossEntropy(torch.autograd.Function):
+    """A fused cross-entropy kernel that keeps the logits and a per-row fp32 logsumexp and writes its gradient into
+    the logits (Unsloth's Fast_CrossEntropyLoss): no log-softmax, no second [rows, vocab] tensor."""
+
+    @staticmethod
+    def forward(ctx, logits):
+        lse = torch.empty(logits.size(0), dtype=torch.float32, device=logits.device)
+        ctx.save_for_backward(logits, lse)
+        return torch.empty(logits.size(0), dtype=torch.float32, device=logits.device).sum()
+
+    @staticmethod
+    def backward(ctx, _grad):
+        logits, _lse = ctx.saved_tensors
+        return logits
 
 
 def _install_bucket_hooks(model, tracker, cfg) -> None:

@@ -1,0 +1,46 @@
+"""Terms of the memory bench's trainers that a plain HF step does not hold: Unsloth's in-place cross-entropy and a
+run's own fused AdamW (no foreach temporaries under a profile that builds foreach)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from cheaptune.estimate.memory.memory import EstimateRequest, estimate_memory
+from cheaptune.estimate.memory.profiles import _profiles, get_profile
+
+
+def test_inplace_cross_entropy_returns_the_logits_as_their_gradient():
+    """Unsloth's Fast_CrossEntropyLoss writes dloss * softmax into the logits and returns them: the gradient that
+    reaches the head is the logits' own storage, no second [tokens, vocab] tensor."""
+    from cheaptune.estimate.memory.simulate import _InplaceCrossEntropy
+
+    seen = {}
+    logits = torch.randn(6, 50, requires_grad=True)
+    held = logits * 1.0
+    held.register_hook(lambda g: seen.update(ptr=g.data_ptr()))
+    _InplaceCrossEntropy.apply(held).backward()
+    assert seen["ptr"] == held.data_ptr() and logits.grad.shape == logits.shape
+
+
+def test_unsloth_profile_holds_one_logits_copy_less_than_a_log_softmax_loss(tiny_cfg):
+    cfg = {**tiny_cfg.to_dict(), "vocab_size": 16384}  # logits, not weights, set the peak
+    kw = dict(model=cfg, method="qlora", micro_batch=2, seq_len=64, grad_ckpt=True, trainer="unsloth")
+    inplace = estimate_memory(EstimateRequest(**kw)).peak_allocated_bytes
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(_profiles(), "unsloth", dataclasses.replace(get_profile("unsloth"), loss_inplace=False))
+        log_softmax = estimate_memory(EstimateRequest(**kw, full_sim=True)).peak_allocated_bytes
+    one_logits_copy = 2 * 64 * cfg["vocab_size"] * 2  # [b*s, vocab] in the 16-bit compute dtype
+    assert log_softmax - inplace >= one_logits_copy
+
+
+def test_adamw_fused_drops_the_foreach_temporary_a_profile_would_add(tiny_cfg):
+    """litgpt builds torch.optim.AdamW without fused=True (foreach on CUDA: one temporary per trainable weight at the
+    step); --optimizer adamw-fused is the run that asks for the fused kernel itself."""
+    kw = dict(model=tiny_cfg.to_dict(), method="full", micro_batch=1, seq_len=32, trainer="litgpt")
+    foreach = estimate_memory(EstimateRequest(**kw)).phase_peaks["optimizer"]
+    fused = estimate_memory(EstimateRequest(**kw, optimizer="adamw-fused"))
+    trainable_bf16 = fused.trainable_params * 2
+    assert foreach - fused.phase_peaks["optimizer"] >= 0.9 * trainable_bf16
