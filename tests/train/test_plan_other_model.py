@@ -55,6 +55,9 @@ def test_a_config_files_budget_and_price_win_over_the_plans(h100_plan, tmp_path)
     assert (cfg.budget_usd, cfg.price_per_hour) == (3.0, 0.5)
     assert not cfg._plan_priced and not cfg._plan_budgeted  # the user's own: kept off the plan's GPU too
     assert build(tmp_path / "c.yaml", h100_plan, {"budget_usd": 4.0}).budget_usd == 4.0  # a flag wins over both
+    (tmp_path / "c.yaml").write_text("budget_usd:\nprice_per_hour:\n")  # left empty: the plan's
+    assert (build(tmp_path / "c.yaml", h100_plan, {}).budget_usd, build(tmp_path / "c.yaml", h100_plan, {}).price_per_hour) \
+        == (5.0, 2.49)
 
 
 def test_a_price_of_the_users_own_is_kept_off_the_plans_gpu(h100_plan, tmp_path):

@@ -287,7 +287,9 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
         # a setting the config file or a flag gives explicitly wins over the plan, and is reported
         changed = {k: (planned[k], v) for k, v in {**raw, **cli}.items()
                    if k in SETTING_KEYS and k in planned and v != planned[k]}
-        raw = {**planned, **raw}  # the file's own keys win too: its budget or price is not raised by the plan's
+        # the file's own keys win too (its budget or price is not replaced by the plan's); a key left empty
+        # (`budget_usd:`) takes the plan's, unless it is a setting the file changes (reported above)
+        raw = {**planned, **{k: v for k, v in raw.items() if v is not None or k in changed}}
     raw.update(cli)
     cfg = validate(raw, f"config file {path}" if path else "config", _flag_origins(overrides))
     cfg._plan_overrides = changed
