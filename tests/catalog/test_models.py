@@ -39,6 +39,11 @@ PUBLISHED = {
     # the "22B" of its release name; SantaCoder "1.1B" as the Cerebras model zoo page states
     "baidu/ERNIE-4.5-21B-A3B-PT": 21.83e9, "mistralai/Mistral-Small-Instruct-2409": 22.2e9,
     "bigcode/gpt_bigcode-santacoder": 1.1e9,
+    # keras-hub@71453d0 qwen3, qwen3_moe and gemma3 presets (exact); the Coder and R1-Distill shapes are those of
+    # Qwen2.5-7B/32B and Llama-3.1-8B above
+    "Qwen/Qwen3-0.6B": 596.0e6, "Qwen/Qwen3-1.7B": 1.72e9, "Qwen/Qwen3-4B": 4.02e9, "Qwen/Qwen3-8B": 8.19e9,
+    "Qwen/Qwen3-30B-A3B": 30.53e9, "google/gemma-3-1b-it": 999.9e6, "Qwen/Qwen2.5-Coder-7B": 7.61e9,
+    "Qwen/Qwen2.5-Coder-32B": 32.5e9, "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": 8.03e9,
 }
 SPECS = list_models()
 
