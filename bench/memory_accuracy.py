@@ -6,7 +6,7 @@ row's settings; the bench adds no request field of its own. Each row is compared
 reserved or nvidia-smi).
 
 Scoring is leave-one-source-out: the one fitted constant (allocator_slack_fraction, estimate/data/overheads.yaml,
-fitted on max_reserved rows) is refitted without each source, then that source's rows are estimated with it; a
+fitted on the max_reserved and nvml rows, one median per source) is refitted without each source, then that source's rows are estimated with it; a
 benchmark's many rows count as one source. The headline is that LOSO error, per trainer, per method (QLoRA apart)
 and per board, beside the median of per-source medians. Rows of versions whose mechanism was removed (NOT_MODELLED)
 are reported apart, as what they are. Beside our estimator, two popular formulas: weights-only (accelerate
@@ -127,6 +127,18 @@ def stated_versions(text: str) -> tuple[str | None, str | None]:
     return own, pins or None
 
 
+def stated_accumulation(row: dict) -> int:
+    """Micro-steps per optimizer step as the row's note states them: 'gradient accumulation N' (Unsloth's
+    notebooks), 'gradient_accumulation_steps N' (HF TrainingArguments), or litgpt's 'global batch G' (its
+    gradient_accumulation_iters = global_batch_size // micro_batch_size on one device); else 1."""
+    note = row.get("note", "")
+    found = re.search(r"gradient[ _]accumulation(?:_steps)? (\d+)", note)
+    if found:
+        return int(found[1])
+    found = re.search(r"global batch (\d+)", note)
+    return max(1, int(found[1]) // int(row["micro_batch"])) if found else 1
+
+
 def cli_options(row: dict, tmp: Path) -> dict:
     """The `cheaptune estimate` options a user of the row's trainer passes for it."""
     trainer, extra = TRAINER.get(row["framework"], ("cheaptune", {}))
@@ -150,7 +162,8 @@ def cli_options(row: dict, tmp: Path) -> dict:
                 micro_batch=int(row["micro_batch"]), seq_len=int(row["seq_len"]), precision=row["precision"] or None,
                 quant=row["quant"] or None, grad_ckpt=row["grad_ckpt"] == "yes",
                 optimizer=OPTIMIZER.get(row["optimizer"], row["optimizer"] or "adamw"),
-                attn=ATTN.get(row["attn"], row["attn"] or "sdpa"), trainer=trainer, **extra)
+                attn=ATTN.get(row["attn"], row["attn"] or "sdpa"), trainer=trainer,
+                grad_accum=stated_accumulation(row), **extra)
 
 
 def _summary(errs: list[float]) -> dict:
@@ -161,10 +174,18 @@ def _summary(errs: list[float]) -> dict:
 
 
 def fit_slack(rows: list[dict]) -> float | None:
-    """allocator_slack_fraction as it is fitted: the median of measured reserved / simulated allocated - 1 over
-    the max_reserved rows given (never below 0); None with no such row."""
-    ratios = [r["measured_bytes"] / r["allocated_bytes"] - 1 for r in rows if r["metric"] == "max_reserved"]
-    return max(statistics.median(ratios), 0.0) if ratios else None
+    """allocator_slack_fraction as it is fitted: measured reserved / simulated allocated - 1 on the rows that
+    measure the caching allocator's pool, max_reserved and nvml (nvidia-smi's total is that pool plus the CUDA
+    context, overheads.yaml cuda_context_bytes, taken off first); the median per source, then the median of those,
+    so a benchmark's many rows count once (never below 0); None with no such row."""
+    context = overheads.constants()["cuda_context_bytes"]
+    per_source: dict[str, list[float]] = {}
+    for r in rows:
+        if r["metric"] in ("max_reserved", "nvml"):
+            pool = r["measured_bytes"] - (context if r["metric"] == "nvml" else 0)
+            per_source.setdefault(r["group"], []).append(pool / r["allocated_bytes"] - 1)
+    medians = [statistics.median(v) for v in per_source.values()]
+    return max(statistics.median(medians), 0.0) if medians else None
 
 
 def loso(rows: list[dict]) -> None:

@@ -44,3 +44,25 @@ def test_leave_one_source_out_refits_the_slack_without_the_scored_source(bench):
     a, b = rows
     assert abs(a["loso_slack_fraction"] - 0.1) < 1e-9 and abs(b["loso_slack_fraction"] - 0.2) < 1e-9
     assert abs(a["loso_error"] - (11 / 12 - 1)) < 1e-6 and abs(b["loso_error"] - (12 / 11 - 1)) < 1e-6
+
+
+def test_slack_is_fitted_once_per_source_on_reserved_and_nvidia_smi_rows(bench):
+    """A benchmark's 3 rows count once against another source's 1; an nvidia-smi total counts as the pool after the
+    CUDA context comes off; an allocated peak says nothing about the pool."""
+    from cheaptune.estimate.memory import overheads
+
+    m = bench("memory_accuracy")
+    gib, ctx = 2**30, overheads.constants()["cuda_context_bytes"]
+    many = [dict(group="A", metric="max_reserved", measured_bytes=10.5 * gib, allocated_bytes=10 * gib)] * 3
+    smi = [dict(group="B", metric="nvml", measured_bytes=12 * gib + ctx, allocated_bytes=10 * gib)]
+    alloc = [dict(group="C", metric="max_allocated", measured_bytes=30 * gib, allocated_bytes=10 * gib)]
+    assert abs(m.fit_slack(many + smi + alloc) - (0.05 + 0.2) / 2) < 1e-9
+    assert m.fit_slack(alloc) is None
+
+
+def test_accumulation_comes_from_what_the_row_states(bench):
+    m = bench("memory_accuracy")
+    assert m.stated_accumulation({"note": "padded per batch; gradient accumulation 4; lora_alpha 16", "micro_batch": "2"}) == 4
+    assert m.stated_accumulation({"note": "defaults.yaml: gradient_accumulation_steps 1", "micro_batch": "8"}) == 1
+    assert m.stated_accumulation({"note": "full.yaml: global batch 32, 1 epoch(s)", "micro_batch": "4"}) == 8
+    assert m.stated_accumulation({"note": "", "micro_batch": "4"}) == 1

@@ -44,3 +44,21 @@ def test_adamw_fused_drops_the_foreach_temporary_a_profile_would_add(tiny_cfg):
     fused = estimate_memory(EstimateRequest(**kw, optimizer="adamw-fused"))
     trainable_bf16 = fused.trainable_params * 2
     assert foreach - fused.phase_peaks["optimizer"] >= 0.9 * trainable_bf16
+
+
+def test_accumulation_holds_every_gradient_through_the_next_micro_steps_forward(tiny_cfg):
+    """zero_grad runs after the optimizer step only, so with --grad-accum > 1 the second micro-step's forward starts
+    with the first's gradients in .grad (litgpt, HF Trainer, trl alike); one micro-step per step holds none then."""
+    kw = dict(model=tiny_cfg.to_dict(), method="full", micro_batch=2, seq_len=64)
+    one = estimate_memory(EstimateRequest(**kw))
+    accum = estimate_memory(EstimateRequest(**kw, grad_accum=8))
+    grads = one.trainable_params * 2  # bf16-true: a bf16 gradient per weight
+    assert abs(accum.phase_peaks["forward"] - one.phase_peaks["forward"] - grads) <= 0.01 * grads
+    assert accum.inputs["grad_accum"] == 8 and "grad_accum" not in one.inputs  # old cache keys stay
+
+
+def test_grad_accum_below_one_is_one_clear_line(tiny_cfg):
+    from cheaptune.errors import BadInput
+
+    with pytest.raises(BadInput, match="--grad-accum must be >= 1|--grad-accum"):
+        estimate_memory(EstimateRequest(model=tiny_cfg.to_dict(), method="lora", grad_accum=0))

@@ -127,7 +127,7 @@ def request_from_options(*, config: str | None = None, trainer: str | None = Non
                          lora_alpha: int = 32, grad_ckpt: bool = False, optimizer: str = "adamw", attn: str = "sdpa",
                          gpus: int = 1, sharding: str | None = None, offload: bool = False,
                          allow_long_context: bool = False, full_sim: bool = False, objective: str = "sft",
-                         precompute_ref: bool = False):
+                         precompute_ref: bool = False, grad_accum: int = 1):
     """(EstimateRequest, ForeignConfig | None) that `cheaptune estimate` makes of its options. The memory bench
     builds every row with it, so a bench figure is what a user gets from the same flags.
 
@@ -151,7 +151,7 @@ def request_from_options(*, config: str | None = None, trainer: str | None = Non
              peft_config=_read_peft_config(peft_config), autocast_adapter_dtype=peft_autocast),
         dict(lora_r=lora_r, lora_alpha=lora_alpha, grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpus,
              sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
-             objective=objective.lower(), precompute_ref=precompute_ref),
+             objective=objective.lower(), precompute_ref=precompute_ref, grad_accum=grad_accum),
     )
 
 
@@ -201,7 +201,7 @@ def register(app: typer.Typer) -> None:
         gpu_count: int = typer.Option(1, "--gpu-count", callback=bounded(1, 4096),
                                       help="Data-parallel GPUs (per node with --nodes); the estimate is per GPU."),
         nodes: int = typer.Option(1, "--nodes", callback=bounded(1, 1024), help="Nodes of --gpu-count GPUs each (with --gpu)."),
-        grad_accum: int = typer.Option(1, "--grad-accum", callback=bounded(1, 10**6), help="Micro-steps per optimizer step (with --gpu)."),
+        grad_accum: int = typer.Option(1, "--grad-accum", callback=bounded(1, 10**6), help="Micro-steps per optimizer step: the gradients are held from one to the next (and, with --gpu, the step time)."),
         sharding: str = typer.Option(None, "--sharding",
                                      help="ddp (default with --gpu-count > 1), fsdp, zero2, zero3: how model state is split."),
         offload: bool = typer.Option(False, "--offload", help="fsdp/zero: keep sharded model state in host RAM."),
@@ -229,7 +229,7 @@ def register(app: typer.Typer) -> None:
             loss=loss, lora_targets=lora_targets, lora_dropout=lora_dropout, lora_r=lora_r, lora_alpha=lora_alpha,
             grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpu_count * nodes, sharding=sharding,
             offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
-            objective="sft" if grpo else objective, precompute_ref=precompute_ref)
+            objective="sft" if grpo else objective, precompute_ref=precompute_ref, grad_accum=grad_accum)
         if grpo:
             from cheaptune.cli.grpo import RlFlags, estimate_grpo
 

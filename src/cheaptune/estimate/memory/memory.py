@@ -33,7 +33,7 @@ from cheaptune.estimate.policy import (
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
-ESTIMATOR_VERSION = "14"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator; 9 hf profile: peft's fp32 adapters under bf16-true; 10 version-dependent terms from trainer and library versions (versions.py), torchtune 0.1 init replay and peft < 0.21 OSF removed; 11 unsloth offloaded checkpointing, litgpt untied and 4-bit head, fp16 quant state; 12 foreach AdamW temporaries (HF Trainer on torch < 2.8, litgpt); 13 litgpt repeats k and v per query head; 14 unsloth in-place fused cross-entropy
+ESTIMATOR_VERSION = "14"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator; 9 hf profile: peft's fp32 adapters under bf16-true; 10 version-dependent terms from trainer and library versions (versions.py), torchtune 0.1 init replay and peft < 0.21 OSF removed; 11 unsloth offloaded checkpointing, litgpt untied and 4-bit head, fp16 quant state; 12 foreach AdamW temporaries (HF Trainer on torch < 2.8, litgpt); 13 litgpt repeats k and v per query head; 14 unsloth in-place fused cross-entropy, gradients held across accumulation micro-steps
 PEFT_METHODS = ("lora", "qlora", "dora")
 
 
@@ -66,6 +66,7 @@ class EstimateRequest:
     peft_config: str | None = None  # a PEFT config as JSON (PeftConfig.to_dict()): the adapter built, any method peft has
     objective: str = "sft"  # sft | dpo | orpo: trl's preference step (simulate.preference_forward)
     precompute_ref: bool = False  # dpo, full: reference log-probs precomputed, so no reference copy is held
+    grad_accum: int = 1  # micro-steps per optimizer step: > 1 holds every gradient into the next micro-step's forward
 
 
 def model_config(model) -> tuple[dict, str]:
@@ -131,8 +132,9 @@ def normalize(req: EstimateRequest, cfg: dict) -> EstimateRequest:
     sharding = check_sharding(req.gpus, req.sharding, req.offload) if req.gpus != 1 or req.sharding else None
     if req.offload and sharding is None:
         raise BadInput("--offload needs --sharding fsdp, zero2 or zero3")
-    if req.micro_batch < 1 or req.seq_len < 1:
-        raise BadInput(f"--micro-batch and --seq-len must be >= 1 (got {req.micro_batch}, {req.seq_len})")
+    if req.micro_batch < 1 or req.seq_len < 1 or req.grad_accum < 1:
+        raise BadInput(f"--micro-batch, --seq-len and --grad-accum must be >= 1 (got {req.micro_batch}, {req.seq_len}, "
+                       f"{req.grad_accum})")
     if req.method in PEFT_METHODS and (req.lora_r < 1 or req.lora_alpha <= 0):
         raise BadInput(f"--lora-r must be >= 1 and --lora-alpha > 0 (got {req.lora_r}, {req.lora_alpha})")
     ctx = _context_length(cfg)
@@ -168,6 +170,8 @@ def _inputs(req: EstimateRequest, label: str) -> dict:
     for opt in ("autocast_adapter_dtype",):
         if d[opt] is None:
             del d[opt]
+    if d["grad_accum"] == 1:  # one micro-step per optimizer step: the keys of before accumulation was simulated
+        del d["grad_accum"]
     return d
 
 

@@ -262,19 +262,14 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> Sim
     vocab = cfg.vocab_size
     autocast = (torch.autocast("cpu", dtype=policy.autocast_dtype) if policy.autocast
                 else contextlib.nullcontext())
+    # with accumulation, micro-steps after the first run forward and backward over the gradients the ones before
+    # left in .grad (zero_grad only after the optimizer step); the second is like every later one
+    micro_steps = min(req.grad_accum, 2)
     for _ in range(steps):
         tracker.reset_peaks()
         with tracker:
-            rows = req.micro_batch * (1 if req.objective == "sft" else 2)  # preference: chosen and rejected rows
-            ids = torch.randint(0, vocab, (rows, req.seq_len))
-            pos = torch.arange(req.seq_len).expand(rows, -1)  # trl's padding-free collator sends these
-            tracker.phase, tracker.forward_category = "forward", None
-            with autocast:
-                loss, held = _forward_loss(model, ids, pos, req)
-            del ids, pos
-            tracker.phase, tracker.forward_category, tracker.bucket = "backward", None, "head"
-            loss.backward()
-            del loss, held
+            for _ in range(micro_steps):
+                _micro_step(model, req, tracker, autocast, vocab)
             tracker.phase = "optimizer"
             torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM)
             opt.step()
@@ -286,6 +281,20 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> Sim
     peaks = {ph: int(tracker.phase_peaks.get(ph, 0)) for ph in PHASES}
     return SimResult(peaks, dict(tracker.peak_breakdown), tracker.peak_phase, trainable, total,
                      static, max_lin, dict(tracker.bucket_peaks))
+
+
+def _micro_step(model, req, tracker, autocast, vocab: int) -> None:
+    """One forward and backward of the trainer's loss on a fake batch."""
+    rows = req.micro_batch * (1 if req.objective == "sft" else 2)  # preference: chosen and rejected rows
+    ids = torch.randint(0, vocab, (rows, req.seq_len))
+    pos = torch.arange(req.seq_len).expand(rows, -1)  # trl's padding-free collator sends these
+    tracker.phase, tracker.forward_category = "forward", None
+    with autocast:
+        loss, held = _forward_loss(model, ids, pos, req)
+    del ids, pos
+    tracker.phase, tracker.forward_category, tracker.bucket = "backward", None, "head"
+    loss.backward()
+    del loss, held
 
 
 def _keep_4bit_inputs(model) -> None:
