@@ -244,6 +244,23 @@ def scoring(rows: list[dict]) -> dict:
             "per_board": by(lambda r: r["gpu"]), "per_source": per_source}
 
 
+# what a fake-tensor step cannot run: ops whose output depends on tensor values (an adapter's data-driven init, a
+# mask's nonzero, a router's bincount), and adapters sized by the full depth where 2-3 blocks are simulated
+DATA_DEPENDENT = ("Cannot copy out of meta tensor", "_local_scalar_dense", "item() cannot be called", "nonzero",
+                  "bincount", "DynamicOutputShape", "DataDependentOutput")
+
+
+def not_simulated(why: str) -> str:
+    """The skip reason of a row the estimator gave to its formula instead of the simulation."""
+    if any(k in why for k in DATA_DEPENDENT):
+        return ("not simulated: the adapter reads tensor values (its init or forward calls a data-dependent op), "
+                f"which a step on fake tensors cannot run; the estimate is the analytic formula ({why[:70]})")
+    if "more adapter layers" in why:
+        return ("not simulated: the adapter names more layers than the 2-3 block stacks the estimate extrapolates "
+                f"from; --full-sim simulates every block ({why[:70]})")
+    return f"not simulated: {why}"[:200]
+
+
 def estimate_row(row: dict, tmp: Path) -> tuple[dict | None, str]:
     from cheaptune.catalog.models import resolve_model
 
@@ -255,7 +272,7 @@ def estimate_row(row: dict, tmp: Path) -> tuple[dict | None, str]:
     except Exception as err:  # noqa: BLE001 - a bench reports every row, failures included
         return None, f"{type(err).__name__}: {err}"[:160]
     if est.basis != "simulated":
-        return None, f"not simulated: {est.details.get('why_analytic', '')}"[:160]
+        return None, not_simulated(est.details.get("why_analytic", ""))
     measured = float(row["value"]) * UNITS[row["unit"]]
     rng = est.details.get("range", {}).get(METRIC[row["metric"]])
     pred = rng[0] if rng else getattr(est, METRIC[row["metric"]])  # QLoRA: scored on its simulated (lower) end

@@ -66,3 +66,10 @@ def test_accumulation_comes_from_what_the_row_states(bench):
     assert m.stated_accumulation({"note": "defaults.yaml: gradient_accumulation_steps 1", "micro_batch": "8"}) == 1
     assert m.stated_accumulation({"note": "full.yaml: global batch 32, 1 epoch(s)", "micro_batch": "4"}) == 8
     assert m.stated_accumulation({"note": "", "micro_batch": "4"}) == 1
+
+
+def test_rows_the_simulation_cannot_run_say_why(bench):
+    m = bench("memory_accuracy")
+    assert "reads tensor values" in m.not_simulated("NotImplementedError: aten::bincount: attempted to run this")
+    assert "--full-sim" in m.not_simulated("ValueError: Config specifies more adapter layers '28' than the model has '2'.")
+    assert m.not_simulated("model type needs custom code") == "not simulated: model type needs custom code"
