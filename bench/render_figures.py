@@ -67,9 +67,11 @@ def _steps_row(steps: dict) -> str:
 
 
 def _jobs_row(jobs: dict) -> str:
-    """Whole jobs: predicted wall time (training + start-up) vs reported, leave-one-source-out."""
+    """Whole jobs: predicted wall time over the terms each run's wall time covers (its `wall_includes`: training,
+    in-loop evaluation, weight load, tokenising) vs reported, leave-one-source-out."""
     a, cov = jobs["summary"]["all"]["loso"], jobs["coverage"]
-    return (f"| whole-job hours vs {jobs['rows']} public runs' wall time ({jobs['sources']} sources; "
+    return (f"| whole-job hours vs {jobs['rows']} public runs' wall time, predicted over the terms each run's time covers "
+            f"(training, in-loop eval, load, tokenise) ({jobs['sources']} sources; "
             f"{len(jobs['skipped'])} more skipped: no token count, or a model the catalog lacks) (`job_accuracy.py`): "
             f"typical / bias / worst | x{a['typical']:.2f} / {_pct(a['bias'])} / x{a['worst']['factor']:.2f} "
             f"(p10-p90 holds {cov['inside_p10_p90']:.0%}) | x1.15 / +-10% / x2 |")
