@@ -6,6 +6,8 @@ import csv
 
 import pytest
 
+from cheaptune.estimate.time import throughput as tp
+
 TINY = {"e_max": (0.5, 0.8), "tokens_half": (300,), "hidden_half": (600,), "full": (0.001,), "adapter": (0.001,)}
 ROW = {"train_tokens": "", "packing": "yes", "steps": "10", "micro_batch": "2", "grad_accum": "4",
        "gpus_per_node": "2", "nodes": "1", "seq_len": "1024", "train_examples": "", "epochs": "", "dataset": "",
@@ -94,3 +96,16 @@ def test_a_job_is_not_predicted_by_its_own_sources_rows(bench, monkeypatch):
     peft, lit = results[0], results[2]
     assert peft["other_s"] == {}  # PEFT's optimizer-step time: training only
     assert set(lit["other_s"]) == {"eval"} and 0 < lit["other_s"]["eval"] < lit["train_s"]
+
+
+def test_a_row_states_the_network_between_its_nodes_and_a_faster_link_shortens_its_time(bench):
+    ja = bench("job_accuracy")
+    row = {**ROW, "model": "llama-2-70b", "method": "full", "lora_r": "", "lora_targets": "", "gpu": "A100-80GB",
+           "gpus_per_node": "8", "nodes": "2", "sharding": "fsdp", "offload": "no", "grad_ckpt": "yes", "attn": "flash",
+           "micro_batch": "1", "grad_accum": "1", "seq_len": "2048", "network": "infiniband"}
+    assert ja.job_of(row, "hf", "ethernet")[2].network == "infiniband"  # the row's own link wins over the default
+    assert ja.job_of({**row, "network": ""}, "hf", "ethernet")[2].network == "ethernet"
+    table = tp.load_table()
+    fast, slow = (tp.step_time(*ja.job_of({**row, "network": n}, "hf")[:3], table).tokens_per_s
+                  for n in ("infiniband", "ethernet"))
+    assert fast > slow  # FSDP gathers 140 GB of weights per micro-step across the two nodes
