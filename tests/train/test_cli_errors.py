@@ -124,14 +124,17 @@ def test_a_hub_error_fetching_the_config_is_one_line(run_cli, monkeypatch, onlin
         "folder holding config.json and the weights (what save_pretrained writes)"]
 
 
-def test_the_stacks_future_warnings_are_not_shown_the_users_are():
+@pytest.mark.parametrize("argv", [["version"], ["export", "--help"]])
+def test_the_stacks_future_warnings_are_not_shown_the_users_are(argv):
+    """For every command, export and eval as well as train (export --to ollama printed is_gradient_checkpointing's)."""
     import warnings
 
-    from cheaptune.cli.train import quiet_stack_warnings
+    from cheaptune.cli.main import main
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        quiet_stack_warnings()
+        with pytest.raises(SystemExit):
+            main(argv)
         for module in ("transformers.modeling_utils", "trl.trainer.utils", "torch.nn.modules.module", "mytrain"):
             warnings.warn_explicit("`x` is deprecated and will be removed in v6", FutureWarning, "f.py", 1, module=module)
     assert [str(w.message) for w in seen] == ["`x` is deprecated and will be removed in v6"]  # mytrain's only

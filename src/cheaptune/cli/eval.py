@@ -26,10 +26,8 @@ def eval_cmd(
 ) -> None:
     """Loss/perplexity and generated answers (exact match; accuracy + confusion for labels; JSON validity),
     base against tuned; a run's scores are kept in the registry for `cheaptune compare`."""
-    from cheaptune.cli.train import quiet_stack_warnings
     from cheaptune.evaluate.run import evaluate, headline
 
-    quiet_stack_warnings()
     result = evaluate(run, data, base=base, limit=limit, batch_size=batch_size, max_new_tokens=max_new_tokens,
                       report=report, progress=not json_out, skip_bad_rows=skip_bad_rows,
                       tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None, tasks_dir=tasks_dir)

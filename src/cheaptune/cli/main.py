@@ -76,8 +76,18 @@ def usage_line(err: click_errors.UsageError) -> str:
     return f"error: {message} (see `{where} --help`)"
 
 
+def quiet_stack_warnings() -> None:
+    """The stack's deprecation notices (transformers' v6 renames, past_key_values -> cache, ...) warn on every
+    train, eval or export about arguments trl and peft pass, which the user can do nothing about: not shown
+    for any command (the user's own code's still are)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl|peft|accelerate|torch)(\.|$)")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; a CheaptuneError or a usage error becomes one line on stderr and its exit code."""
+    quiet_stack_warnings()
     build_app()
     try:
         code = app(args=argv, prog_name="cheaptune", standalone_mode=False)  # errors come here, not boxed

@@ -99,7 +99,6 @@ def train(
     import sys
 
     started_at = _process_started() if _own_process(sys.argv) else None  # the meter's start (None: train begin)
-    quiet_stack_warnings()
 
     from cheaptune.errors import BadInput, CheaptuneError
     from cheaptune.train.config import build
@@ -201,14 +200,6 @@ def _gpus_and_sharding(plan: Path | None, gpus: int | None, sharding: str | None
             gpus = p.offer.gpu_count
         sharding = sharding or p.train.sharding
     return (1 if gpus is None else gpus), sharding or "ddp"
-
-
-def quiet_stack_warnings() -> None:
-    """The stack's deprecation notices (transformers' v6 renames, past_key_values -> cache, ...) warn on every
-    run about arguments trl and peft pass, which the user can do nothing about: not shown (the user's own are)."""
-    import warnings
-
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl|peft|accelerate|torch)(\.|$)")
 
 
 def _own_process(argv: list[str]) -> bool:
