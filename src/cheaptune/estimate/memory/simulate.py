@@ -123,11 +123,12 @@ def _max_quant_linear(model) -> int:
     return best
 
 
-def simulate(req, cfg, real: bool = False, steps: int = 2, loss_kernels: str = "gpu") -> SimResult:
+def simulate(req, cfg, real: bool = False, steps: int = 2, loss_kernels: str = "gpu", replay: bool = False) -> SimResult:
     """Peak memory of `steps` training steps (the last one reported) for `req` on model config `cfg`.
 
     `loss_kernels`: "gpu" allocates what trl's Triton loss kernels do (nothing); "cpu" runs trl's
-    CPU fallback as is, to compare with a real CPU run of the trainer."""
+    CPU fallback as is, to compare with a real CPU run of the trainer. `replay`: run the earlier steps' forward
+    and backward too (by default only the optimizer state they leave is made), to check both give the same bytes."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     policy = profile_policy(req)
@@ -147,7 +148,7 @@ def simulate(req, cfg, real: bool = False, steps: int = 2, loss_kernels: str = "
         kernels = _gpu_loss_kernels() if loss_kernels == "gpu" else contextlib.nullcontext()
         with mode, kernels, (contextlib.nullcontext() if real else _real_mask_decision()), \
                 _math_sdpa_16bit(mechanism(req, "math_sdpa_16bit")), _host_offload():
-            return _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin)
+            return _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin, replay)
 
 
 @contextlib.contextmanager
@@ -235,7 +236,7 @@ def _materialize_real(model, req, quantized: bool) -> None:
                 p.normal_(0, 0.02)
 
 
-def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> SimResult:
+def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin, replay=False) -> SimResult:
     params = [p for p in model.parameters() if p.requires_grad]
     tracker = PeakTracker()
     seen: set[int] = set()
@@ -265,11 +266,15 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin) -> Sim
     # with accumulation, micro-steps after the first run forward and backward over the gradients the ones before
     # left in .grad (zero_grad only after the optimizer step); the second is like every later one
     micro_steps = min(req.grad_accum, 2)
-    for _ in range(steps):
+    for step in range(steps):
         tracker.reset_peaks()
         with tracker:
-            for _ in range(micro_steps):
-                _micro_step(model, req, tracker, autocast, vocab)
+            if step < steps - 1 and not replay:  # an earlier step leaves its optimizer state: made from zero
+                for p in params:  # gradients, the same bytes as `replay`ing its forward and backward in ~55% of the time
+                    p.grad = torch.zeros_like(p)
+            else:
+                for _ in range(micro_steps):
+                    _micro_step(model, req, tracker, autocast, vocab)
             tracker.phase = "optimizer"
             torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM)
             opt.step()
