@@ -21,7 +21,7 @@ from pathlib import Path
 import click
 import pytest
 import typer
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cheaptune.cli.main import build_app, main
@@ -230,6 +230,13 @@ def _edited(draw, good: dict) -> dict:
     return doc
 
 
+def _same(a: dict, b: dict) -> bool:
+    """Equal as the YAML files hold them (0 is not false there, as it is to ==)."""
+    import json
+
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
 def _finite_positive(x: object) -> bool:
     import math
 
@@ -268,6 +275,7 @@ def test_hand_edited_plan_and_config_never_launch_with_a_guard_rail_off(edit, tm
     @settings(settings.get_profile(PROFILE))
     @given(plan=_edited(good_plan) if edit == "plan" else st.just(good_plan),
            config=_edited(GOOD_CONFIG) if edit == "config" else st.just(GOOD_CONFIG))
+    @example(plan=good_plan, config=GOOD_CONFIG)  # the unedited files launch: the exit-0 check is not vacuous
     def check(plan: dict, config: dict) -> None:
         (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
         (tmp_path / "train.yaml").write_text(yaml.safe_dump(config))
@@ -284,6 +292,8 @@ def test_hand_edited_plan_and_config_never_launch_with_a_guard_rail_off(edit, tm
                 pytest.fail(f"launch with {edit} {plan if edit == 'plan' else config!r} raised:\n{traceback.format_exc()}")
         text = buf.getvalue()
         assert code in (0, 2, 3) and "Traceback" not in text, f"exit {code!r}: {text[-600:]}"
+        if _same(plan, good_plan) and _same(config, GOOD_CONFIG):  # unedited, or edited to the same values
+            assert code == 0, text[-600:]
         if code == 0:
             _guard_rails_on(out)
         else:
@@ -293,6 +303,67 @@ def test_hand_edited_plan_and_config_never_launch_with_a_guard_rail_off(edit, tm
             import shutil
 
             shutil.rmtree(out.parent)
+
+    check()
+
+
+def _meters_and_caps_on(cfg, config: dict) -> None:
+    """What `train` would have run with: every guard-rail number finite and in range, a budget, and a price
+    that is the plan's or the config's own (0 only where the config file itself says the machine is free)."""
+    import math
+
+    assert _finite_positive(cfg.budget_usd), cfg.budget_usd  # both files carry one: it is never dropped
+    assert cfg.price_per_hour is not None and math.isfinite(cfg.price_per_hour), cfg.price_per_hour
+    assert cfg.price_per_hour > 0 or config.get("price_per_hour") == 0, (cfg.price_per_hour, config)
+    assert cfg.max_hours is None or _finite_positive(cfg.max_hours), cfg.max_hours
+    assert all(_finite_positive(t) for t in cfg.alert_thresholds), cfg.alert_thresholds
+    assert cfg.predicted_cost_usd is None or math.isfinite(cfg.predicted_cost_usd), cfg.predicted_cost_usd
+
+
+@pytest.mark.parametrize("edit", ["plan", "config"])
+def test_hand_edited_plan_and_config_never_train_with_a_guard_rail_off(edit, tmp_path, monkeypatch):
+    """`train PLAN-EDITED config --plan`: the same edits. The run is the test's recorder (cli.train calls
+    train.run.train after every check), so an exit 0 shows the config the trainer would have metered."""
+    import json
+
+    import yaml
+
+    from cheaptune.demo.tiny import tiny_llama_config
+    from cheaptune.train import run as train_run
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(tiny_llama_config(64).to_dict()))
+    ran: list = []
+    monkeypatch.setattr(train_run, "train", lambda cfg, **_: ran.append(cfg) or train_run.TrainResult(tmp_path, {}, None))
+    good_plan = {**_good_plan(), "model": str(tmp_path / "model")}
+
+    @settings(settings.get_profile(PROFILE))
+    @given(plan=_edited(good_plan) if edit == "plan" else st.just(good_plan),
+           config=_edited(GOOD_CONFIG) if edit == "config" else st.just(GOOD_CONFIG))
+    @example(plan=good_plan, config=GOOD_CONFIG)  # the unedited files train: the exit-0 check is not vacuous
+    def check(plan: dict, config: dict) -> None:
+        (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+        (tmp_path / "train.yaml").write_text(yaml.safe_dump(config))
+        ran.clear()
+        buf = io.StringIO()
+        code: object = 0
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            try:
+                main(["train", "train.yaml", "--plan", "plan.yaml", "--device", "cpu", "-o", str(tmp_path / "o")])
+            except SystemExit as exc:
+                code = 0 if exc.code is None else exc.code
+            except BaseException:
+                pytest.fail(f"train with {edit} {plan if edit == 'plan' else config!r} raised:\n{traceback.format_exc()}")
+        text = buf.getvalue()
+        assert code in (0, 2, 3) and "Traceback" not in text, f"exit {code!r}: {text[-600:]}"
+        if _same(plan, good_plan) and _same(config, GOOD_CONFIG):  # unedited, or edited to the same values
+            assert code == 0, text[-600:]
+        if code == 0:
+            (cfg,) = ran
+            _meters_and_caps_on(cfg, config)
+        else:
+            assert not ran and len([ln for ln in text.splitlines() if ln.startswith("error:")]) == 1, text[-600:]
 
     check()
 
