@@ -368,6 +368,45 @@ def test_hand_edited_plan_and_config_never_train_with_a_guard_rail_off(edit, tmp
     check()
 
 
+def test_doctor_on_a_hand_edited_config_refuses_what_train_refuses(tmp_path, monkeypatch):
+    """`doctor CONFIG` on the same edits: one error line and exit 2 for a file train's validation refuses, and
+    exit 0 only for one it takes, whose budget, price and caps are then finite (doctor never passes a cap off)."""
+    import yaml
+
+    from cheaptune.errors import BadInput
+    from cheaptune.train.config import build
+
+    monkeypatch.chdir(tmp_path)
+
+    @settings(settings.get_profile(PROFILE))
+    @given(config=_edited(GOOD_CONFIG))
+    @example(config=GOOD_CONFIG)
+    def check(config: dict) -> None:
+        (tmp_path / "train.yaml").write_text(yaml.safe_dump(config))
+        buf = io.StringIO()
+        code: object = 0
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            try:
+                main(["doctor", "train.yaml"])
+            except SystemExit as exc:
+                code = 0 if exc.code is None else exc.code
+            except BaseException:
+                pytest.fail(f"doctor on {config!r} raised:\n{traceback.format_exc()}")
+        text = buf.getvalue()
+        assert code in (0, 2) and "Traceback" not in text, f"exit {code!r}: {text[-600:]}"
+        try:
+            cfg = build(tmp_path / "train.yaml")
+        except BadInput:
+            assert code == 2 and len(text.strip().splitlines()) == 1, text[-600:]
+            return
+        assert code == 0, text[-600:]
+        for value in (cfg.budget_usd, cfg.price_per_hour, cfg.max_hours, *cfg.alert_thresholds):
+            assert value is None or (isinstance(value, int | float) and value == value and abs(value) != float("inf")
+                                     and value >= 0), (value, config)
+
+    check()
+
+
 @pytest.mark.parametrize("key", ["budget_usd", "price_per_hour", "max_hours", "alert_thresholds"])
 @pytest.mark.parametrize("value", [float("inf"), float("nan")])
 def test_train_config_refuses_non_finite_guard_rail_numbers(key, value, tmp_path):
