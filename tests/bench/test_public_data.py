@@ -16,7 +16,7 @@ import pytest
 from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.catalog.models import resolve_model
 from cheaptune.estimate.time.scaling import SHARDINGS
-from cheaptune.estimate.time.throughput import ADAPTER_METHODS, ModelShape
+from cheaptune.estimate.time.throughput import ADAPTER_METHODS, ModelShape, load_table
 
 DATA = Path(__file__).resolve().parents[2] / "bench" / "data"
 STACKS = {"cheaptune", "hf", "trl", "axolotl", "unsloth", "torchtune", "fms-fsdp", "litgpt", "other"}
@@ -121,6 +121,20 @@ def test_gemm_rows_sit_between_a_third_of_the_datasheet_and_its_boost_clock_over
         assert r["dtype"] in ("bf16", "fp16") and peak, f"{r['id']}: no {r['dtype']} peak for {gpu.name}"
         assert r["label"] == "measured"
         assert 0.3 <= float(r["measured_tflops"]) / peak <= 1.2, f"{r['id']}: {r['measured_tflops']} vs peak {peak}"
+
+
+def test_each_measured_sustained_fraction_is_its_rows_rate_over_the_catalog_dense_peak() -> None:
+    # steptime.yaml names a gemm_measured.csv row per measured board; a row or a catalog peak edited alone
+    # would leave the fraction the step-time model uses out of step with the measurement it cites.
+    gemm = {r["id"]: r for r in rows("gemm_measured.csv")}
+    for name, entry in load_table()["sustained_fraction"]["boards"].items():
+        if entry["label"] != "measured":
+            continue
+        r = gemm[entry["row"]]
+        gpu = resolve_gpu(r["board"])
+        assert gpu.name == name, f"{name}: its row {r['id']} measured {gpu.name}"
+        peak = gpu.bf16_tflops if r["dtype"] == "bf16" else gpu.fp16_tflops
+        assert entry["value"] == pytest.approx(float(r["measured_tflops"]) / peak, abs=0.0015), name
 
 
 def test_gemm_covers_the_boards_the_plan_recommends() -> None:
