@@ -109,7 +109,7 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
     from cheaptune.train.preference import build_preference_trainer
     from cheaptune.train.probe import ProbeCallback, fresh_peak
     from cheaptune.train.tracking import MetricsCallback
-    from cheaptune.train.trainer import build_trainer
+    from cheaptune.train.trainer import build_trainer, check_trained_tokens
 
     if cfg.objective == "grpo":
         from cheaptune.train.grpo import build_grpo_trainer as build
@@ -145,6 +145,9 @@ def train(cfg: TrainConfig, force: bool = False, callbacks: tuple[TrainerCallbac
         first.append(TimedSaveCallback(cfg.save_minutes))
     trainer = build(cfg, prec, model, tokenizer, train_ds, eval_ds, fmt, first)
     main = trainer.is_world_process_zero()
+    empty = check_trained_tokens(trainer.train_dataset, cfg.sequence_len) if cfg.objective == "sft" else None
+    if empty and main:  # refused (no row trains) before the run opens; many empty rows said once
+        print(empty, file=sys.stderr, flush=True)
     if main:
         ck.clear_staging(root)  # what a killed save left; other ranks must not race the main one here
         if resume_from is not None:

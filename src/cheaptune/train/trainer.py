@@ -13,6 +13,7 @@ from typing import Any
 from transformers.trainer_callback import PrinterCallback
 from trl import SFTConfig, SFTTrainer
 
+from cheaptune.errors import BadInput
 from cheaptune.estimate.policy import DEFAULT_OPTIMIZER, hf_optim
 from cheaptune.train import checkpoints as ck
 from cheaptune.train import speedups
@@ -152,3 +153,29 @@ def build_trainer(cfg: TrainConfig, prec: Precision, model: Any, tokenizer: Any,
                   eval_ds: Any, fmt: str, callbacks: list[Any]) -> AtomicSFTTrainer:
     args = sft_config(cfg, prec, fmt, eval_ds is not None)
     return atomic_trainer(AtomicSFTTrainer, cfg, args, model, tokenizer, train_ds, eval_ds, callbacks)
+
+
+SCAN_ROWS = 2048  # prepared rows looked at for the share that trains nothing (the whole set only when none trains)
+EMPTY_WARN = 0.10  # warn when at least this share of them has no token in the loss
+
+
+def check_trained_tokens(ds: Any, seq_len: int) -> str | None:
+    """With answer-only loss, a prompt that fills sequence_len cuts its answer away: that row's labels are all
+    -100 (trl's mask) and it trains nothing. BadInput when no row trains (the run would bill every step at a
+    loss of exactly 0); a warning line when many of the first SCAN_ROWS do not; None otherwise."""
+    if "labels" not in ds.column_names:  # no masking: every token is in the loss
+        return None
+    seen = empty = 0
+    for batch in ds.select_columns(["labels"]).iter(batch_size=256):
+        trains = [any(label != -100 for label in row) for row in batch["labels"]]
+        seen, empty = seen + len(trains), empty + trains.count(False)
+        if seen >= SCAN_ROWS and empty < seen:
+            break
+    fix = "raise sequence_len (--seq-len) or shorten the prompts"
+    if empty == seen:
+        raise BadInput(f"no row keeps any of its answer within sequence_len {seq_len}: the prompts fill it, so the "
+                       f"loss would be 0 and nothing would train; {fix}")
+    if empty >= EMPTY_WARN * seen:
+        return (f"warning: {empty} of {seen} training rows ({empty / seen:.0%}) keep none of their answer within "
+                f"sequence_len {seq_len} and train nothing (loss 0 on them); {fix}")
+    return None
