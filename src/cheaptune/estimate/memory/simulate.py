@@ -23,6 +23,7 @@ import torch
 from cheaptune.estimate.memory.build import build_on_meta, meta_to_fake, quiet
 from cheaptune.estimate.memory.layers import decoder_layers, layer_period
 from cheaptune.estimate.memory.mechanisms import mechanism, profile_policy
+from cheaptune.estimate.memory.quiet import fake_tensor_log_muted
 from cheaptune.estimate.memory.tracker import PeakTracker
 from cheaptune.estimate.policy import hf_optim
 
@@ -132,7 +133,7 @@ def simulate(req, cfg, real: bool = False, steps: int = 2, loss_kernels: str = "
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     policy = profile_policy(req)
-    with quiet(), _bnb_qmap_restored():
+    with quiet(), fake_tensor_log_muted(), _bnb_qmap_restored():
         built = build_on_meta(req, policy, cfg)
         model = built.model
         trainable, total = _count_params(model)
