@@ -332,3 +332,11 @@ def test_bundled_vast_locations_respelled_from_skypilots_catalog(shared_data):
     hits = {o.region: sky_region("vast", "vast", o.region, root) for o in load_offers() if o.provider == "vast"}
     assert hits["Texas US"].sky == "Texas, US, NA"
     assert all(r.sky is None or r.sky.count(",") == 2 for r in hits.values())  # "City, CC, CONTINENT" or anywhere
+
+
+def test_a_plan_for_the_cpu_it_was_made_on_is_not_launched(tmp_path, recorder):
+    """demo.cpuplan's plan ($0/h on this machine's CPU) names its own command, not 'provider local is not a cloud'."""
+    plan = make_plan(offer("local", "CPU", 0.0))
+    with pytest.raises(BadInput, match=r"for the CPU it was made on \(local, \$0/h\).*cheaptune train --plan"):
+        launcher.prepare(plan, LaunchOptions(), recorder, tmp_path / "t.yaml")
+    assert not (tmp_path / "t.yaml").exists() and not recorder.calls

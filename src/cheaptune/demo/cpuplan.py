@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cheaptune.train.probe import CPU_BOARD
+from cheaptune.plan import planfile
 
 PRECISION = "fp32"  # what train runs on a CPU unless asked (train.methods.resolve_precision)
 
@@ -27,7 +27,6 @@ def cpu_plan(cfg: Any, model: str, dataset: str | None, prediction: Any) -> Any:
 
     import cheaptune
     from cheaptune.estimate.memory.memory import estimate_memory
-    from cheaptune.plan import planfile
     from cheaptune.train.settings import from_config
 
     settings = from_config(cfg, PRECISION)
@@ -36,7 +35,7 @@ def cpu_plan(cfg: Any, model: str, dataset: str | None, prediction: Any) -> Any:
     return planfile.PlanFile(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), cheaptune_version=cheaptune.__version__,
         model=model, dataset=dataset, train=settings,
-        offer=planfile.Offer(provider="local", gpu=CPU_BOARD, price_per_hour=0.0, min_billed_s=0),
+        offer=planfile.Offer(provider="local", gpu=planfile.CPU_BOARD, price_per_hour=0.0, min_billed_s=0),
         prediction=planfile.Prediction(peak_vram_bytes=peak, gpu_memory_bytes=psutil.virtual_memory().total,
                                        tokens=prediction.tokens, tokens_per_s=prediction.tokens_per_s,
                                        hours=prediction.seconds / 3600, cost=free),
@@ -56,7 +55,6 @@ def write(plan: Any, raw: dict[str, Any], out: Path) -> tuple[Path, Path]:
     """(plan file, run config) beside the run folder `out`, written atomically."""
     import yaml
 
-    from cheaptune.plan import planfile
     from cheaptune.util import atomic
 
     out.parent.mkdir(parents=True, exist_ok=True)

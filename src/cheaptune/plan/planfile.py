@@ -30,6 +30,7 @@ MAX_HOURS = 1e6
 MAX_BYTES = 2**60
 KINDS = ("on-demand", "spot", "community", "secure")  # catalog.prices.KINDS
 BASES = ("quoted", "derived", "range-low")  # catalog.prices.BASES
+CPU_BOARD = "CPU"  # offer.gpu of a plan for the CPU it was made on (demo.cpuplan): train runs it there, launch refuses it
 
 
 class _Strict(BaseModel):

@@ -15,11 +15,11 @@ from typing import Any, TextIO
 
 from transformers import TrainerCallback
 
+from cheaptune.plan.planfile import CPU_BOARD
 from cheaptune.runs.events import pct as _pct
 from cheaptune.runs.events import probe_line
 
 SLOW = 0.75  # measured speed under 75% of the prediction is worth a warning (the 25%)
-CPU_BOARD = "CPU"  # the board of a plan priced for the CPU it runs on (demo.cpuplan writes one)
 
 
 def on_planned_board(here: str | None, planned: str | None) -> bool:
