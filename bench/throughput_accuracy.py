@@ -43,7 +43,7 @@ from cheaptune.estimate.time.scaling import Layout
 
 ROWS = Path(__file__).with_name("data") / "throughput_public.csv"
 RESULTS = Path(__file__).with_name("results") / "throughput_accuracy.json"
-DATA = Path(tp.__file__).parent / "data"
+DATA = Path(tp.__file__).parents[1] / "data"  # estimate/data (tp lives in estimate/time)
 COMPILE_SPEEDUP = 8998 / 7075  # torchtune ladder: '+ compile' over '+ packing', same job
 BASELINE_MFU = 0.40
 LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -51,12 +51,13 @@ LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_
 SOURCE_STACK = {"torchtune-readme": "torchtune", "fms-fsdp-readme": "fms-fsdp", "vectorlm-docs": "vectorlm",
                 "torchtitan-perf": "torchtitan"}
 GRID = {"e_max": (0.35, 0.45, 0.55, 0.62, 0.7, 0.78, 0.86), "tokens_half": (100, 300, 900),
-        "hidden_half": (300, 1200), "full": (0.0002, 0.001, 0.003, 0.006), "adapter": (0.0005, 0.0015, 0.004)}
+        "hidden_half": (300, 1200), "full": (0.0002, 0.001, 0.003, 0.006), "adapter": (0.0005, 0.0015, 0.004),
+        "elementwise_bytes": (0, 100, 250)}
 PRODUCT_STACKS = ("torchtune", "hf", "unsloth")  # stacks with constants of their own in steptime.yaml
 MIN_SOURCES = 2  # a stack with fewer sources fits e_max alone, the rest from the pooled fit: 5 constants on
 # one benchmark's few rows would fit its noise
 QUICK = {"e_max": (0.55, 0.7, 0.86), "tokens_half": (200, 800), "hidden_half": (600,), "full": (0.0008,),
-         "adapter": (0.0005, 0.002)}
+         "adapter": (0.0005, 0.002), "elementwise_bytes": (0, 200)}
 TARGETS = {"typical": 1.15, "bias": 0.10, "board_typical": 1.3, "worst": 2.0, "coverage": (0.75, 0.85)}
 
 
@@ -123,9 +124,11 @@ def baseline(row: dict, gpu, layout: Layout, shape: tp.ModelShape) -> float:
 
 
 def with_constants(base: dict, stack: str, c: dict) -> dict:
-    """`base` with stack `stack`'s efficiency and fixed cost set to `c` (no other stack changed)."""
+    """`base` with stack `stack`'s efficiency, fixed cost and elementwise bytes set to `c` (no other stack
+    changed; a grid without elementwise_bytes leaves that term out)."""
     entry = {"efficiency": {k: c[k] for k in ("e_max", "tokens_half", "hidden_half")},
-             "fixed_per_layer_s": {"full": c["full"], "adapter": c["adapter"]}}
+             "fixed_per_layer_s": {"full": c["full"], "adapter": c["adapter"]},
+             "elementwise_bytes": c.get("elementwise_bytes", 0.0)}
     return {**base, "stacks": {**base["stacks"], stack: entry}}
 
 
@@ -160,13 +163,28 @@ def fit_stack(rows: list[dict], base: dict, grid: dict, pooled: dict) -> dict:
     return fit(rows, base, {**{k: (v,) for k, v in pooled.items()}, "e_max": grid["e_max"]})
 
 
-def fitted_tables(rows: list[dict], base: dict, grid: dict) -> dict[str, dict]:
-    """{stack: constants} fitted on each stack's own rows, and 'pooled' on every row."""
+def _tables_at(rows: list[dict], base: dict, grid: dict) -> dict[str, dict]:
     by = defaultdict(list)
     for r in rows:
         by[stack_of(r)].append(r)
     pooled = fit(rows, base, grid)
     return {**{s: fit_stack(rs, base, grid, pooled) for s, rs in by.items()}, "pooled": pooled}
+
+
+def fitted_tables(rows: list[dict], base: dict, grid: dict) -> dict[str, dict]:
+    """{stack: constants} fitted on each stack's own rows, and 'pooled' on every row. The elementwise bytes
+    (a roofline term: memory-bound work over the board's bandwidth) is one value shared by every stack, the one
+    whose per-stack fits score best over all `rows`: within one stack's rows, mostly on one board, it cannot
+    be told apart from the efficiency; across boards of different FLOPs per byte it can."""
+    best = None
+    for k in grid.get("elementwise_bytes", (0.0,)):
+        tables = _tables_at(rows, base, {**grid, "elementwise_bytes": (k,)})
+        errs = [abs(math.log(predict(r, with_constants(base, "fit", tables[stack_of(r)]), "fit") / measured(r)))
+                for r in rows]
+        s = statistics.fmean(errs)
+        if best is None or s < best[0]:
+            best = (s, tables)
+    return best[1]
 
 
 def loso(rows: list[dict], base: dict, grid: dict) -> dict[str, dict]:
@@ -175,13 +193,12 @@ def loso(rows: list[dict], base: dict, grid: dict) -> dict[str, dict]:
     out = {}
     for source in sorted({r["source"] for r in rows}):
         others = [r for r in rows if r["source"] != source]
-        pooled = fit(others, base, grid)
+        tables = fitted_tables(others, base, grid)
         for stack in sorted({stack_of(r) for r in rows if r["source"] == source}):
             held = [r for r in rows if r["source"] == source and stack_of(r) == stack]
-            rest = [r for r in others if stack_of(r) == stack]
-            how = (f"fitted on {stack}'s other sources" if rest else
+            how = (f"fitted on {stack}'s other sources" if stack in tables else
                    "no other source of its stack: the pooled fit of every other source")
-            c = fit_stack(rest, base, grid, pooled) if rest else pooled
+            c = tables.get(stack, tables["pooled"])
             table = with_constants(base, "fit", c)
             for r in held:
                 out[r["id"]] = {"predicted": predict(r, table, "fit"), "how": how, "constants": c}

@@ -79,3 +79,14 @@ def test_coverage_widens_the_bands_by_a_factor_fitted_without_the_scored_source(
     assert cov["rows"] == 18 and cov["widen"] >= 1.0
     assert cov["inside_p10_p90"] >= cov["inside_unwidened"]  # each fold's factor is >= 1: bands only grow
     assert cov["widen"] == pytest.approx(ta.inflation(results), abs=1e-3)
+
+
+def test_the_elementwise_bytes_are_one_value_shared_by_every_stack(bench):
+    """Within one stack's rows (mostly one board) the memory-bound term cannot be told from the efficiency:
+    it is chosen once, over every stack's own fit, and each stack carries that same value."""
+    ta = bench("throughput_accuracy")
+    rs = rows(ta)
+    assert len({ta.stack_of(r) for r in rs}) >= 2
+    tables = ta.fitted_tables(rs, ta.tp.load_table(), {**TINY, "elementwise_bytes": (0, 300)})
+    assert len({c["elementwise_bytes"] for c in tables.values()}) == 1
+    assert next(iter(tables.values()))["elementwise_bytes"] in (0, 300)

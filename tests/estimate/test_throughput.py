@@ -59,7 +59,8 @@ def test_each_stack_has_its_own_constants_and_cheaptune_runs_the_hf_stacks():
     assert tp.stack_for("llama-factory") == "hf" and tp.stack_for("unsloth") == "unsloth"
     hf = tp.step_time(job(LLAMA_3B, "full", 4096, 2), A100)
     tt = tp.step_time(job(LLAMA_3B, "full", 4096, 2, stack="torchtune"), A100)
-    e = {s: tp.stack_constants(table, s)["efficiency"]["e_max"]["value"] for s in ("hf", "torchtune")}
+    e = {s: tp.matmul_efficiency(2 * 4096, LLAMA_3B.hidden, table, s) for s in ("hf", "torchtune")}
+    assert e["hf"] != e["torchtune"]
     assert (hf.tokens_per_s < tt.tokens_per_s) == (e["hf"] < e["torchtune"])
     with pytest.raises(BadInput, match="trainer stack 'magic'"):
         tp.step_time(job(stack="magic"), A100)
@@ -68,7 +69,7 @@ def test_each_stack_has_its_own_constants_and_cheaptune_runs_the_hf_stacks():
 def test_parts_add_up_and_mfu_is_model_flops_over_peak():
     st = tp.step_time(job(micro=4, grad_accum=3), A100)
     assert st.step_seconds == pytest.approx(sum(st.parts.values()))
-    assert set(st.parts) == {"compute", "communication", "optimizer", "dequant", "fixed"}
+    assert set(st.parts) == {"compute", "elementwise", "communication", "optimizer", "dequant", "fixed"}
     assert st.parts["communication"] == 0 and st.parts["dequant"] == 0
     f = tp.flops_per_token(LLAMA_8B, "lora", 2048, False)
     assert st.mfu == pytest.approx(f.model * st.tokens_per_s / 312e12)
@@ -160,3 +161,17 @@ def test_a_preference_micro_step_runs_two_rows_per_pair():
     assert orpo.parts["compute"] > 1.5 * sft.parts["compute"]  # twice the tokens (better matmul efficiency)
     assert dpo.tokens_per_s < orpo.tokens_per_s < 1.2 * sft.tokens_per_s
     assert dpo.flops_per_token / orpo.flops_per_token == pytest.approx(1.5, rel=0.02)
+
+
+def test_elementwise_work_runs_at_the_memory_bandwidth_once_per_pass():
+    table = tp.load_table()
+    hf = {**table["stacks"]["hf"], "elementwise_bytes": {"value": 200, "label": "fitted"}}
+    table = {**table, "stacks": {**table["stacks"], "hf": hf}}
+    st = tp.step_time(job(seq=2048, micro=2, grad_accum=3), A100, table=table)
+    per_pass = 200 * LLAMA_8B.hidden * LLAMA_8B.layers  # bytes per token per pass
+    assert st.parts["elementwise"] == pytest.approx(3 * 2 * 2048 * per_pass * 3 / 1555e9)  # fwd + 2x bwd
+    half_bw = tp.step_time(job(seq=2048, micro=2, grad_accum=3), gpu(name="A100", mem_bw_gbs=777.5), table=table)
+    assert half_bw.parts["elementwise"] == pytest.approx(2 * st.parts["elementwise"])
+    assert half_bw.parts["compute"] == pytest.approx(st.parts["compute"])  # the matmuls do not care
+    ckpt = tp.step_time(job(seq=2048, micro=2, grad_accum=3, ckpt=True), A100, table=table)
+    assert ckpt.parts["elementwise"] == pytest.approx(st.parts["elementwise"] * 4 / 3)  # + the recompute

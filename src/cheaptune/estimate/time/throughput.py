@@ -2,8 +2,8 @@
 
 Why a step-time model instead of one MFU per GPU class: what a fine-tune's step costs depends on how
 many tokens each matmul sees (small micro-steps waste the GPU), the model width, a per-layer cost that
-does not shrink with tokens (kernel launches, LoRA's small matmuls), memory-bound work (the optimizer
-step, QLoRA dequantisation) and what the sharding strategy sends over which link. Each part is
+does not shrink with tokens (kernel launches, LoRA's small matmuls), memory-bound work (the elementwise ops
+between the matmuls, the optimizer step, QLoRA dequantisation) and what the sharding strategy sends over which link. Each part is
 arithmetic on the architecture over a rate with a cited source; fitted constants name their rows
 (`data/steptime.yaml`). The efficiency and fixed cost are per trainer stack (`stacks`), each fitted on its own
 stack's rows only: a compiled, hand-tuned stack's speed is not the Hugging Face stack's. FLOPs per token follow the usual count (forward 2N + attention; backward twice
@@ -168,6 +168,17 @@ def stack_for(trainer: str, table: dict | None = None) -> str:
     return str(table["trainers"].get(trainer, trainer))
 
 
+def elementwise_bytes_per_token(shape: ModelShape, job: Job, consts: dict) -> float:
+    """HBM bytes per token of the memory-bound work between the matmuls (norms, activations, residual adds,
+    RoPE, dropout, casts): the stack's bytes per hidden element per pass (`elementwise_bytes`, fitted) x hidden x
+    layers x passes (forward, backward counted twice, checkpoint recompute, reference forwards). Why: these ops do
+    O(1) FLOPs per byte, so they run at the memory bandwidth, not the matmul rate (Ivanov et al., "Data Movement
+    Is All You Need", arXiv:2007.00072: transformer training is memory-bound), and a board's FLOPs per byte
+    differ from another's (H100 and L40S have about twice the A100's)."""
+    passes = 3 + (1 if job.grad_ckpt else 0) + job.reference
+    return _v(consts.get("elementwise_bytes", 0.0)) * shape.hidden * shape.layers * passes
+
+
 def matmul_efficiency(tokens: int, hidden: int, table: dict, stack: str = "cheaptune") -> float:
     e = stack_constants(table, stack)["efficiency"]
     return _v(e["e_max"]) * tokens / (tokens + _v(e["tokens_half"])) * hidden / (hidden + _v(e["hidden_half"]))
@@ -201,7 +212,7 @@ class StepTime:
     tokens_per_s: float  # all GPUs together
     step_seconds: float  # one optimizer step
     mfu: float  # model FLOPs (no recompute) / datasheet peak of all GPUs
-    parts: dict[str, float]  # compute, communication, optimizer, dequant, fixed: seconds per step
+    parts: dict[str, float]  # compute, elementwise, communication, optimizer, dequant, fixed: seconds per step
     dtype: str
     peak_tflops: float
     flops_per_token: float
@@ -233,8 +244,10 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     attn_eff = _v(table["attention_kernel"][job.attn])
     micro_compute = tokens * ((f.total - f.attention) / rate + f.attention / (rate * attn_eff))
     kind = "full" if job.method == "full" else "adapter"
-    micro_fixed = shape.layers * _v(stack_constants(table, job.stack)["fixed_per_layer_s"][kind])
+    consts = stack_constants(table, job.stack)
+    micro_fixed = shape.layers * _v(consts["fixed_per_layer_s"][kind])
     bw = gpu.mem_bw_gbs * 1e9
+    micro_elementwise = tokens * elementwise_bytes_per_token(shape, job, consts) / bw
     micro_dequant = 0.0
     dq = table["dequant"]
     if job.method == "qlora":
@@ -254,9 +267,9 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
                    else opt_bytes / (bw * _v(opt["bandwidth_fraction"])))
     accum = job.grad_accum
     compute_s = accum * micro_compute
-    exposed = scaling.exposed_seconds(comm, layout, accum, micro_compute, shape.layers, table)
-    parts = {"compute": compute_s, "communication": exposed, "optimizer": optimizer_s,
-             "dequant": accum * micro_dequant, "fixed": accum * micro_fixed}
+    exposed = scaling.exposed_seconds(comm, layout, accum, micro_compute + micro_elementwise, shape.layers, table)
+    parts = {"compute": compute_s, "elementwise": accum * micro_elementwise, "communication": exposed,
+             "optimizer": optimizer_s, "dequant": accum * micro_dequant, "fixed": accum * micro_fixed}
     step_s = sum(parts.values())
     total_tokens = tokens * accum * layout.gpus
     peak, dtype = peak_flops(gpu, job.precision)
