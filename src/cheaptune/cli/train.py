@@ -134,7 +134,7 @@ def train(
         overrides["datasets"] = [{"path": p, "type": data_format or "auto"} for p in data]
     cfg = build(config, plan, overrides)
     if not child:  # the Axolotl keys it ignores or trains its own way, and how the plan was adapted, said once
-        for line in [*cfg.foreign_notes(f"config file {config}"), *cfg._plan_notes]:
+        for line in [*cfg.foreign_notes(f"config file {config}"), *cfg._plan_notes, *cfg.version_notes()]:
             typer.echo(line, err=True)
     if plan is not None and not child:
         from cheaptune.train.plancheck import check_plan_overrides

@@ -102,6 +102,11 @@ class TrainConfig(GrpoFields, BaseModel):
     dataset_num_proc: int | None = Field(None, ge=1)
     dataloader_num_workers: int = Field(0, ge=0)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # the software the run has: estimate/plan size its version-dependent terms (estimate/memory/versions.py);
+    # the --versions and --trainer flags win over these; `train` runs what is installed and warns on a mismatch
+    versions: dict[str, Any] | None = Field(None, description="library -> version, e.g. {bitsandbytes: \"0.42.0\"}")
+    trainer: str | None = Field(None, description="trainer profile the estimate sizes (NAME or NAME==VERSION); "
+                                "default cheaptune")
     # guard rails (cheaptune.runs.guard.GuardSettings)
     price_per_hour: float | None = Field(None, ge=0)
     gpu_count: int = Field(1, ge=1)
@@ -162,6 +167,38 @@ class TrainConfig(GrpoFields, BaseModel):
             raise ValueError(f"trl's {self.objective.upper()} reads log-probs from the LM head's weight, so an adapter on lm_head would "
                              "never train; drop lm_head from the targets")
         return self
+
+    @model_validator(mode="after")
+    def _check_versions(self) -> TrainConfig:
+        """`versions` and `trainer` are checked as the --versions and --trainer flags are (one line naming the key)."""
+        from cheaptune.estimate.memory.versions import config_trainer, config_versions
+
+        self.versions = config_versions(self.versions) or None
+        self.trainer = config_trainer(self.trainer)
+        return self
+
+    def version_notes(self) -> list[str]:
+        """One line per pinned library whose installed version differs (the estimate was for the pinned one),
+        and one when `trainer` names another trainer than the one `cheaptune train` runs."""
+        from importlib import metadata
+
+        from packaging.version import Version
+
+        from cheaptune.estimate.memory.profiles import get_profile
+
+        out = []
+        for lib, ver in (self.versions or {}).items():
+            try:
+                have = metadata.version(lib)
+            except metadata.PackageNotFoundError:
+                have = "not installed"
+            pin = Version(ver)  # a pin without a local label (+cpu, +cu121) matches every build of its release
+            if have == "not installed" or (Version(have) if pin.local else Version(Version(have).public)) != pin:
+                out.append(f"versions.{lib}: the config pins {ver}, this run has {have}; the estimate was for {ver}, "
+                           f"the run trains with {have}")
+        if self.trainer and get_profile(self.trainer).name != "cheaptune":
+            out.append(f"trainer: {self.trainer} sizes estimates only; `cheaptune train` runs its own trainer")
+        return out
 
     # settings of a plan that the config file or a flag replaced: {field: (planned, given)} (config.build)
     _plan_overrides: dict[str, tuple[Any, Any]] = PrivateAttr(default_factory=dict)

@@ -76,6 +76,61 @@ def split_trainer(trainer: str | None) -> tuple[str | None, str | None]:
     return name, ver
 
 
+CONFIG_KEYS = ("versions", "trainer")  # the keys any config cheaptune reads takes for these inputs
+
+
+def config_versions(value: object) -> dict[str, str]:
+    """A config's `versions:` mapping {library: version}, checked as --versions is; ValueError naming the key.
+    A number is refused, not read: YAML reads 0.10 as 0.1."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"versions must map each library to its version, e.g. versions: {{bitsandbytes: "
+                         f"\"0.42.0\"}} (got {value!r})")
+    pins: dict[str, str] = {}
+    for lib, ver in value.items():
+        name = str(lib).strip().lower()
+        if name not in known_libraries():
+            raise ValueError(f"versions.{lib}: no memory mechanism depends on {lib!r}; libraries read: "
+                             f"{', '.join(sorted(known_libraries()))}")
+        if not isinstance(ver, str):
+            raise ValueError(f"versions.{lib}: {ver!r} is not a version string; write it in quotes, e.g. {lib}: "
+                             "\"0.10.0\" (YAML reads 0.10 as the number 0.1)")
+        try:
+            Version(ver.strip())
+        except InvalidVersion:
+            raise ValueError(f"versions.{lib}: {ver!r} is not a version; write a release in quotes, e.g. {lib}: "
+                             "\"1.2.0\"") from None
+        pins[name] = ver.strip()
+    return pins
+
+
+def config_trainer(value: object) -> str | None:
+    """A config's `trainer:` (a profile name, NAME==VERSION for a release), checked; ValueError naming the key."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    name, _, ver = text.partition("==")
+    try:
+        prof = get_profile(name)
+    except BadInput:
+        raise ValueError(f"trainer {value!r} is not a trainer profile; use one of {', '.join(_profiles())} "
+                         "(NAME==VERSION for a release, e.g. litgpt==0.4.9)") from None
+    try:
+        own = Version(ver.strip()) if ver else None
+    except InvalidVersion:
+        raise ValueError(f"trainer {value!r}: {ver.strip()!r} is not a version; write e.g. litgpt==0.4.9") from None
+    if own is not None and not prof.package:
+        raise ValueError(f"trainer {value!r}: the {prof.name} profile is what cheaptune runs now; drop ==version")
+    return text
+
+
+def with_origins(flags: dict[str, str], config: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(pins, library -> 'flag' | 'config'): a flag's pin wins over the config's for its library."""
+    pins = {**config, **flags}
+    return pins, {lib: "flag" if lib in flags else "config" for lib in pins}
+
+
 def join_pins(pins: dict[str, str]) -> str | None:
     return ",".join(f"{k}=={v}" for k, v in sorted(pins.items())) or None
 
