@@ -8,7 +8,7 @@ from cheaptune.estimate.memory import memory, sharding
 from cheaptune.plan.sources import real_fit, real_multi_fit
 
 GIB = 1024**3
-SPEC = SimpleNamespace(id="fake/model", config={"hidden_size": 64, "num_hidden_layers": 2})
+SPEC = SimpleNamespace(id="fake/model", config={"hidden_size": 64, "num_hidden_layers": 2}, params=1000)
 
 
 def fake_estimate(req):

@@ -19,6 +19,21 @@ from cheaptune.plan.candidates import planned_micro
 Estimate = Any  # estimate.memory.MemoryEstimate
 
 
+FLOOR_METHODS = ("full", "lora", "dora")  # methods whose base weights stay in 16 bits or more (QLoRA's are 4-bit)
+
+
+def weights_floor(params: int, method: str) -> int:
+    """Bytes below which no micro-batch of `method` runs on one GPU: its base weights at 2 bytes each (the least
+    any of our precisions keeps; fp32 master weights keep 4) plus what every device total adds to what is
+    allocated (estimate.memory.overheads: allocator slack, CUDA context). A memory size under it is refused
+    without a simulation; 0 for methods that quantize the base."""
+    if method not in FLOOR_METHODS:
+        return 0
+    from cheaptune.estimate.memory.overheads import reserved_and_total
+
+    return reserved_and_total(2 * params)[1]
+
+
 def planned_points(effective_batch: int, gpus: int, cap: int) -> list[int]:
     """Micro-batches per GPU a plan of `effective_batch` on `gpus` GPUs can run, ascending, up to `cap`."""
     return [b for b in range(1, max(1, cap) + 1) if planned_micro(b, effective_batch, gpus)[0] == b]

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from cheaptune.errors import BadInput
-from cheaptune.plan.candidates import FitFn, FitOutcome, MultiFitFn
-from cheaptune.plan.microsearch import Points, largest_fit, planned_points
+from cheaptune.plan.candidates import WEIGHTS_FLOOR, FitFn, FitOutcome, MultiFitFn
+from cheaptune.plan.microsearch import Points, largest_fit, planned_points, weights_floor
 from cheaptune.plan.workload import Workload
 from cheaptune.util import atomic
 from cheaptune.util.paths import cache_dir
@@ -119,8 +119,12 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
     cap = max(1, min(max_micro_batch, MAX_MICRO_BATCH))
     points = shared or shared_points(spec, seq_len, lora_r, objective)
     micros = planned_points(effective_batch, 1, cap) if effective_batch else list(range(1, cap + 1))
+    params = spec.params
 
     def fit(method: str, mem: int, precision: str) -> FitOutcome:
+        floor = weights_floor(params, method)
+        if floor > mem * (1 - headroom):  # no micro-batch can fit: nothing to simulate
+            return FitOutcome(False, peak_bytes=floor, total_params=params, basis=WEIGHTS_FLOOR)
         def fit_with(pre: bool) -> FitOutcome:
             key = _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, cap=cap, eb=effective_batch,
                            p=precision, o=objective, pre=pre)
