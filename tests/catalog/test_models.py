@@ -276,3 +276,17 @@ def test_building_a_config_leaves_the_catalog_entry_unchanged():
     to_hf_config(spec)
     hf_config(spec.config)
     assert spec.config == before
+
+
+def test_building_an_entrys_config_keeps_transformers_checks_off_the_terminal(monkeypatch):
+    """A config built only to size a model (`cheaptune models`, plans): transformers' field checks (santacoder's
+    default bos id past its 49,280-token vocabulary) printed four lines under `models`; its verbosity is back after."""
+    from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
+
+    seen = []
+    real = AutoConfig.for_model
+    monkeypatch.setattr(AutoConfig, "for_model", lambda *a, **k: seen.append(hf_logging.get_verbosity()) or real(*a, **k))
+    before = hf_logging.get_verbosity()
+    to_hf_config(resolve_model("santacoder"))
+    assert seen == [hf_logging.ERROR] and hf_logging.get_verbosity() == before

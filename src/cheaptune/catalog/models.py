@@ -250,11 +250,17 @@ def to_hf_config(spec: ModelSpec, **overrides: Any):
     # catalog entry and every cache key derived from it
     fields = {k: copy.deepcopy(v) for k, v in spec.config.items() if k not in ("model_type", "auto_map")}
     fields.update(overrides)
-    try:
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its checks of fields a size does not read (a default bos id past a small
+    try:  # vocabulary: gpt_bigcode's) printed lines under `cheaptune models`
         return AutoConfig.for_model(spec.config["model_type"], **fields)
     except (ValueError, KeyError) as err:
         raise BadInput(f"model {spec.id!r}: transformers cannot build model_type "
                        f"{spec.config['model_type']!r} ({err}); upgrade transformers or pick another model") from None
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 # Per model_type: gated MLP, LayerNorm (with bias) instead of RMSNorm, norms per layer, biases, tying
