@@ -87,7 +87,8 @@ def test_throughput_rows_the_bench_reads_are_complete_and_physically_possible() 
         spec = resolve_model(r["model"])  # an MoE token passes through its active experts only
         shape = ModelShape.from_config(spec.config, spec.params)
         frac = implied_fraction_of_peak(r, shape.active_params or spec.params)
-        assert 0.02 < frac <= 1.0, f"{r['id']}: implied {frac:.0%} of the datasheet peak (per_gpu flag or value wrong?)"
+        # floor 1%: a 0.6B model on a B200 is launch-bound near 2% (surogate-benchmarks SU27: 17k tok/s, flat from H100 to B200)
+        assert 0.01 < frac <= 1.0, f"{r['id']}: implied {frac:.1%} of the datasheet peak (per_gpu flag or value wrong?)"
 
 
 def best_measured_matmul() -> dict[str, float]:
