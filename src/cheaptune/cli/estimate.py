@@ -80,8 +80,28 @@ def _render_time(t, gpu: str, nodes: int, fast: dict) -> None:
         console().print(fast["unmeasured_line"])
 
 
-def _notes(req, foreign, est) -> None:
-    """What the estimate took from a config file, the versions it modelled, and what it could not simulate."""
+def _origins(req, trainer: str | None, versions: str | None) -> dict[str, str]:
+    """library -> where the version modelled came from: 'flag' (--versions, --trainer NAME==X), 'config' (its
+    versions: and trainer: keys), a pinned trainer release's pins, the profile's default release, or 'installed'
+    (what the simulation runs: estimate/memory/versions.py library_versions)."""
+    from cheaptune.estimate.memory.profiles import get_profile
+    from cheaptune.estimate.memory.versions import SIMULATED, parse_pins, split_trainer
+
+    prof, pins = get_profile(req.trainer), parse_pins(req.versions)
+    flags = set(parse_pins(versions))
+    if split_trainer(trainer)[1] is not None:
+        flags.add(prof.package)
+    release = pins.get(prof.package) if prof.package else None
+    rest = f"{prof.name} {release}'s pins" if release else "default release"
+    out = {lib: rest for lib in {*prof.libraries, *([prof.package] if prof.package else [])}}
+    if not release:
+        out.update({lib: "installed" for lib in SIMULATED if lib not in out})
+    return {**out, **{lib: "flag" if lib in flags else "config" for lib in pins}}
+
+
+def _notes(req, foreign, est, origins: dict[str, str]) -> None:
+    """What the estimate took from a config file, the versions it modelled and where each came from, and what
+    it could not simulate."""
     from cheaptune.cli.output import console
     from cheaptune.estimate.memory.profiles import get_profile
 
@@ -96,7 +116,7 @@ def _notes(req, foreign, est) -> None:
         out.print(f"not simulated: {term}")
     ver = est.details.get("versions") or {}
     if ver:
-        libs = ", ".join(f"{k}{v}" for k, v in sorted(ver["libraries"].items()))
+        libs = ", ".join(f"{k}{v} ({origins.get(k, 'installed')})" for k, v in sorted(ver["libraries"].items()))
         on = ", ".join(k for k, v in ver["mechanisms"].items() if v) or "none"
         out.print(f"versions modelled: {libs}; version-dependent terms on: {on}")
     for line in ver.get("not_known", ()):
@@ -131,28 +151,30 @@ def request_from_options(*, config: str | None = None, trainer: str | None = Non
     """(EstimateRequest, ForeignConfig | None) that `cheaptune estimate` makes of its options. The memory bench
     builds every row with it, so a bench figure is what a user gets from the same flags.
 
-    `trainer` may name a release (litgpt==0.4.9): its version joins the `versions` pins (estimate/memory/versions.py)."""
-    from cheaptune.errors import BadInput
-    from cheaptune.estimate.memory.profiles import get_profile
-    from cheaptune.estimate.memory.versions import join_pins, parse_pins, split_trainer
-    from cheaptune.plan.foreign_config import request_for
+    `trainer` may name a release (litgpt==0.4.9): its version joins the `versions` pins (estimate/memory/versions.py).
+    A config's `trainer:` and `versions:` keys are read too, the flags winning (plan.config_run.config_pins); a
+    cheaptune config is read as `plan --config` reads it, the flags given winning over its settings."""
+    import dataclasses
 
-    name, own = split_trainer(trainer)
-    pins = parse_pins(versions)
-    if own is not None:
-        profile = get_profile(name)
-        if not profile.package:
-            raise BadInput(f"--trainer {trainer}: the {profile.name} profile is what cheaptune runs now; drop ==version")
-        pins[profile.package] = own
-    return request_for(
-        config, name,
-        dict(model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision,
-             quant=quant, loss=loss, lora_targets=lora_targets, lora_dropout=lora_dropout, versions=join_pins(pins),
-             peft_config=_read_peft_config(peft_config), autocast_adapter_dtype=peft_autocast),
-        dict(lora_r=lora_r, lora_alpha=lora_alpha, grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpus,
-             sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
-             objective=objective.lower(), precompute_ref=precompute_ref, grad_accum=grad_accum),
-    )
+    from cheaptune.estimate.memory.versions import join_pins
+    from cheaptune.plan.config_run import config_pins, is_own_config, read_run
+    from cheaptune.plan.foreign_config import request_for
+    from cheaptune.util.yamlfile import read_mapping
+
+    raw = read_mapping(config, "config", "pass a cheaptune, Axolotl, LLaMA-Factory or litgpt YAML config") if config else {}
+    name, pins, _ = config_pins(raw, config, trainer, versions)
+    given = dict(model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision,
+                 quant=quant, loss=loss, lora_targets=lora_targets, lora_dropout=lora_dropout, versions=join_pins(pins),
+                 peft_config=_read_peft_config(peft_config), autocast_adapter_dtype=peft_autocast)
+    rest = dict(lora_r=lora_r, lora_alpha=lora_alpha, grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpus,
+                sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
+                objective=objective.lower(), precompute_ref=precompute_ref, grad_accum=grad_accum)
+    if config and is_own_config(raw, trainer):
+        req = read_run(config, trainer, versions=versions, model=model, seq_len=seq_len).request
+        layout = dict(gpus=gpus, sharding=sharding, offload=offload) if gpus != 1 or sharding else {}
+        return dataclasses.replace(req, **{k: v for k, v in given.items() if v is not None}, **layout,
+                                   full_sim=full_sim), None
+    return request_for(config, name, given, rest)
 
 
 def register(app: typer.Typer) -> None:
@@ -186,17 +208,20 @@ def register(app: typer.Typer) -> None:
         loss: str = typer.Option(None, "--loss", help="Override the trainer's loss: trl (chunked LM head), hf (full fp32 logits), chunked."),
         trainer: str = typer.Option(None, "--trainer", help="Whose training step to simulate: cheaptune (default), hf, "
                                     "axolotl, llama-factory, litgpt, torchtune; NAME==VERSION for a release "
-                                    "(litgpt==0.4.9: its pinned libraries), else its current one."),
+                                    "(litgpt==0.4.9: its pinned libraries), else its current one; wins over "
+                                    "the config's trainer: key."),
         versions: str = typer.Option(None, "--versions", help="Library versions of the run, e.g. "
                                      "bitsandbytes==0.42.0,torch==2.1.0: they pick the version-dependent terms "
-                                     "(an unknown one takes the heavier side, said in the output)."),
+                                     "(an unknown one takes the heavier side, said in the output); each wins over "
+                                     "the same library in the config's versions: key."),
         peft_config: str = typer.Option(None, "--peft-config", help="A saved adapter_config.json: the adapter "
                                         "built (any PEFT method); use with --method lora (qlora for a 4-bit base)."),
         peft_autocast: bool = typer.Option(None, "--peft-autocast-adapter-dtype/--no-peft-autocast-adapter-dtype",
                                            help="peft get_peft_model's fp32 cast of the adapters (default: the "
                                            "trainer's)."),
         lora_dropout: float = typer.Option(None, "--lora-dropout", help="LoRA dropout (default: the trainer's)."),
-        config: str = typer.Option(None, "--config", help="An Axolotl, LLaMA-Factory or litgpt YAML config to estimate."),
+        config: str = typer.Option(None, "--config", help="A cheaptune, Axolotl, LLaMA-Factory or litgpt YAML config "
+                                   "to estimate (its versions: and trainer: keys too); flags given win over it."),
         gpu: str = typer.Option(None, "--gpu", help="GPU to time the step on: adds the step time and tokens/s."),
         gpu_count: int = typer.Option(1, "--gpu-count", callback=bounded(1, 4096),
                                       help="Data-parallel GPUs (per node with --nodes); the estimate is per GPU."),
@@ -258,7 +283,7 @@ def register(app: typer.Typer) -> None:
                                  "grad_accum": grad_accum, "speedups": fast}
             emit_json({**dataclasses.asdict(est), **extra})
             return
-        _notes(req, foreign, est)
+        _notes(req, foreign, est, _origins(req, trainer, versions))
         if timed is not None:
             _render_time(timed, board.name, nodes, fast)
         from cheaptune.catalog.gpus import list_gpus

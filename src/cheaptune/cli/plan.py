@@ -30,7 +30,10 @@ def plan_command(
                                        "litgpt YAML config describes (flags given win over its keys); with --save, "
                                        "sized as `cheaptune train` runs it."),
     trainer: str | None = typer.Option(None, "--trainer", help="With --config: whose training step to size (default: "
-                                       "the config's trainer; cheaptune for what `cheaptune train` runs)."),
+                                       "the config's trainer: key, else its trainer; cheaptune for what `cheaptune "
+                                       "train` runs); NAME==VERSION for a release."),
+    versions: str | None = typer.Option(None, "--versions", help="With --config: library versions of the run, e.g. "
+                                        "bitsandbytes==0.42.0 (each wins over the config's versions: key)."),
     budget: float | None = budget_option("Most you will spend, USD."),
     deadline: float | None = typer.Option(None, "--deadline", callback=bounded(0, 1e6, above=True), help="Latest finish, hours from launch."),
     providers: str | None = typer.Option(None, "--provider", help="Only these providers (comma list)."),
@@ -97,16 +100,17 @@ def plan_command(
     if config is not None:
         from cheaptune.plan.config_run import read_run
 
-        foreign = read_run(config, trainer, save is not None, model=model_opt or model_arg, seq_len=seq_len, lora_r=lora_r, epochs=epochs,
-                       effective_batch=effective_batch)
+        foreign = read_run(config, trainer, save is not None, versions, model=model_opt or model_arg, seq_len=seq_len,
+                           lora_r=lora_r, epochs=epochs, effective_batch=effective_batch)
         model, seq_len, lora_r = str(foreign.request.model), foreign.request.seq_len, foreign.request.lora_r
         epochs, effective_batch, method = foreign.epochs, foreign.effective_batch, method or foreign.request.method
         dataset = dataset or (Path(foreign.dataset) if foreign.dataset else None)
         missing = foreign.missing_dataset_error(config)
         if dataset is None and tokens is None and examples is None and missing is not None:
             raise missing
-    elif trainer is not None:
-        raise BadInput("--trainer needs --config (a plan without one sizes what `cheaptune train` runs)")
+    elif trainer is not None or versions is not None:
+        raise BadInput(f"{'--trainer' if trainer is not None else '--versions'} needs --config (a plan without one "
+                       "sizes what `cheaptune train` runs)")
     else:
         model = _one_model(model_arg, model_opt)
     lora_r, epochs = lora_r or 16, epochs or 1.0

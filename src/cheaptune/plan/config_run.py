@@ -40,6 +40,7 @@ class ConfigRun:
     settings: dict[str, Any] | None = None
     said: tuple[str, ...] = ()  # how the config was read for cheaptune's trainer, one line each
     dataset_missing: str | None = None  # a dataset file the config names that is in neither folder
+    pinned: dict[str, str] | None = None  # library -> where its pin came from (flag | config): request.versions
 
     def missing_dataset_error(self, config: str | Path) -> BadInput | None:
         """Why the plan has no data when the config names a file that is not there (None when it does not)."""
@@ -66,19 +67,51 @@ def _number(raw: dict, key: str, default: float, path, kind=float) -> float:
     return kind(value)
 
 
-def read_run(path: str | Path, trainer: str | None = None, own: bool = False, **flags: Any) -> ConfigRun:
+def config_pins(raw: dict, path, trainer: str | None, versions: str | None) -> tuple[str | None, dict, dict]:
+    """(trainer, pins, library -> 'flag' | 'config') from the config's `trainer:` and `versions:` keys and the
+    --trainer and --versions flags, which win (a trainer's ==VERSION pins its package, estimate/memory/versions.py)."""
+    from cheaptune.estimate.memory import versions as known
+    from cheaptune.estimate.memory.profiles import get_profile
+
+    try:
+        file_trainer, file_pins = known.config_trainer(raw.get("trainer")), known.config_versions(raw.get("versions"))
+    except ValueError as err:
+        raise BadInput(f"{path}: {err}") from None
+    flag_pins = known.parse_pins(versions)
+    for given, pins in ((file_trainer, file_pins), (trainer, flag_pins)):
+        name, ver = known.split_trainer(given)
+        if ver is not None:
+            if not get_profile(name).package:
+                raise BadInput(f"--trainer {given}: the {get_profile(name).name} profile is what cheaptune runs now; "
+                               "drop ==version")
+            pins[get_profile(name).package] = ver
+    pins, origins = known.with_origins(flag_pins, file_pins)
+    given = trainer or file_trainer
+    return (get_profile(given).name if given else None), pins, origins
+
+
+def read_run(path: str | Path, trainer: str | None = None, own: bool = False, versions: str | None = None,
+             **flags: Any) -> ConfigRun:
     """The run `path` describes; one BadInput line for an unknown or contradictory key. `flags` given
     (not None) win over the config, as in `estimate --config`: model, seq_len, lora_r, epochs,
-    effective_batch. `own`: size the run `cheaptune train` makes of it (what a saved plan runs)."""
+    effective_batch; `trainer` and `versions` (--trainer, --versions) win over its `trainer:` and `versions:`.
+    `own`: size the run `cheaptune train` makes of it (what a saved plan runs)."""
+    from cheaptune.estimate.memory.versions import join_pins
+
     raw = read_mapping(path, "config", "pass a cheaptune, Axolotl, LLaMA-Factory or litgpt YAML config")
-    kind = _kind(raw, trainer)
-    if own and trainer is not None and kind != "cheaptune":
-        raise BadInput(f"--save sizes the run `cheaptune train` makes of the config, not {kind}'s; drop --trainer "
-                       f"{trainer}, or plan without --save to size {kind}'s run")
+    name, pins, origins = config_pins(raw, path, trainer, versions)
+    kind = _kind(raw, name)
+    who = trainer or raw.get("trainer")
+    if own and who is not None and name != "cheaptune":
+        raise BadInput(f"--save sizes the run `cheaptune train` makes of the config, not {name}'s; drop "
+                       f"{'--trainer' if trainer else 'the config key trainer:'} {who}, or plan without --save to "
+                       f"size {name}'s run")
     if kind == "cheaptune":
-        return _own_run(path, flags)
+        run = _own_run(path, flags)
+        req = dataclasses.replace(run.request, trainer=name or "cheaptune", versions=join_pins(pins))
+        return dataclasses.replace(run, request=req, pinned=origins)
     given = {k: flags.get(k) for k in ("model", "seq_len", "lora_r")}
-    req, fc = request_for(str(path), trainer, given, {})
+    req, fc = request_for(str(path), name, {**given, "versions": join_pins(pins)}, {})
     if req.gpus > 1:
         raise BadInput(f"{path}: devices {req.gpus}: plan --config sizes one GPU; set devices: 1, or plan the model "
                        "without --config to compare multi-GPU layouts")
@@ -107,23 +140,32 @@ def read_run(path: str | Path, trainer: str | None = None, own: bool = False, **
     if own:  # Axolotl's keys are read by `cheaptune train` itself; the others through the estimate's mapping
         settings, said = _train_fields(path, flags)[1:] if fc.trainer == "axolotl" else (_request_fields(req), ())
     return ConfigRun(fc, req, epochs, batch, steps, _local_dataset(first, path), settings, tuple(said),
-                     _missing(first, path))
+                     _missing(first, path), origins)
+
+
+def is_own_config(raw: dict, trainer: str | None) -> bool:
+    """Is `raw` a cheaptune config (read as `cheaptune train` reads it), not another trainer's?"""
+    return _kind(raw, trainer) == "cheaptune"
 
 
 def _kind(raw: dict, trainer: str | None) -> str:
-    """Whose config this is: --trainer, else by its keys; cheaptune's when no other trainer's keys are found
-    or it uses keys only cheaptune reads (method, precision, objective, ...)."""
+    """Whose config this is: --trainer (or the config's trainer:), else by its keys; cheaptune's when no other
+    trainer's keys are found, it uses keys only cheaptune reads (method, precision, objective, ...), or the trainer
+    named has no config reader (hf, unsloth, torchtune: the config's settings sized with that profile)."""
     if trainer is not None:
         from cheaptune.estimate.memory.profiles import get_profile
+        from cheaptune.plan.foreign_config import readers
 
-        return get_profile(trainer).name
+        name = get_profile(trainer).name
+        return name if name in readers() else "cheaptune"
     found = detect(raw)
     if found is None:
         return "cheaptune"
     if found == "axolotl":
+        from cheaptune.estimate.memory.versions import CONFIG_KEYS
         from cheaptune.train.config import known_keys
 
-        if set(raw) & (known_keys() - axolotl_keys()):
+        if set(raw) & (known_keys() - axolotl_keys() - set(CONFIG_KEYS)):  # versions: is read from any config
             return "cheaptune"
     return found
 
@@ -221,8 +263,10 @@ def config_fit(run: ConfigRun, headroom: float) -> FitFn:
     base = run.request
 
     def fit(method: str, mem: int, precision: str) -> FitOutcome:
-        if run.settings is not None:
-            est = estimate_memory(own_settings(run.settings, method, precision).request(base.model))
+        if run.settings is not None:  # a cheaptune config's trainer: key, and any config's versions (read_run)
+            own = own_settings(run.settings, method, precision).request(base.model)
+            est = estimate_memory(dataclasses.replace(own, trainer=own.trainer if run.config else base.trainer,
+                                                      versions=base.versions))
         else:
             own = base.precision or (precision if base.trainer == "cheaptune" else None)
             quant = base.quant if method == "qlora" else None
@@ -240,10 +284,16 @@ def notes(run: ConfigRun, best: Any = None) -> list[str]:
     from cheaptune.plan.foreign_config import time_keys
 
     req, fc = run.request, run.config
-    who = "cheaptune train" if run.settings is not None else fc.trainer
+    who = fc.trainer if run.settings is None else req.trainer if fc is None and req.trainer != "cheaptune" \
+        else "cheaptune train"
     out = [f"sized as {who} runs the config: micro-batch {req.micro_batch}, "
            f"{run.effective_batch} sequences per step, {run.epochs:g} epochs"
            + (f" or {run.max_steps} steps, whichever is first" if run.max_steps else ""), *run.said]
+    if run.pinned:
+        from cheaptune.estimate.memory.versions import parse_pins
+
+        pins = parse_pins(req.versions)
+        out.append("versions pinned: " + ", ".join(f"{lib}=={pins[lib]} ({how})" for lib, how in sorted(run.pinned.items())))
     if fc is None:
         return out
     skipped = [k for k in fc.ignored if k not in time_keys(fc.trainer)]

@@ -42,6 +42,11 @@ def _keys() -> dict:
     return yaml.safe_load(KEYS.read_text())
 
 
+def readers() -> tuple[str, ...]:
+    """The trainers whose config files are read here."""
+    return tuple(_keys())
+
+
 def time_keys(trainer: str) -> tuple[str, ...]:
     """Keys that change time and cost but not memory (read by plan --config)."""
     return tuple(_keys().get(trainer, {}).get("time", ()))
@@ -112,8 +117,10 @@ def read_foreign_config(path: str | Path, trainer: str | None = None) -> Foreign
     mapped, req = {"axolotl": _axolotl, "llama-factory": _llama_factory, "litgpt": _litgpt}[name](raw, path)
     spec = _keys()[name]
     out = ForeignConfig(name, {**req, "trainer": name})
+    from cheaptune.estimate.memory.versions import CONFIG_KEYS
+
     for key in raw:
-        if key in mapped:
+        if key in mapped or key in CONFIG_KEYS:  # cheaptune's keys for the run's software: plan.config_run.config_pins
             continue
         if key in spec["named"]:
             out.named.append(key)
@@ -130,6 +137,23 @@ def _need(raw: dict, key: str, path) -> Any:
     if raw.get(key) in (None, ""):
         raise BadInput(f"{path}: {key} is missing; set it to the model to train")
     return raw[key]
+
+
+def _whole(value: Any, key: str, path) -> int:
+    """A count read from the config (sequence length, micro-batch, rank): a whole number >= 1, else one line
+    (NaN, a negative or a string reached the estimator's simulation as they were)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or not 1 <= value <= 2**31 \
+            or value != int(value):
+        raise BadInput(f"{path}: {key} must be a whole number >= 1 (got {value!r}); fix it in the config")
+    return int(value)
+
+
+def _fraction(value: Any, key: str, path) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise BadInput(f"{path}: {key} must be a number from 0 to below 1 (got {value!r}); fix it in the config")
+    return float(value)
 
 
 def _optim(value, path) -> str:
@@ -182,14 +206,17 @@ def _axolotl(raw: dict, path) -> tuple[set, dict]:
     attn = ("flash" if raw.get("flash_attention") else "eager" if raw.get("eager_attention")
             else ATTN.get(str(raw.get("attn_implementation")), "sdpa"))
     plugins = " ".join(map(str, raw.get("plugins") or []))
-    req = {"model": _need(raw, "base_model", path), "method": method, "seq_len": raw.get("sequence_len", 2048),
-           "micro_batch": raw.get("micro_batch_size", 1), "grad_ckpt": bool(raw.get("gradient_checkpointing")),
+    req = {"model": _need(raw, "base_model", path), "method": method,
+           "seq_len": _whole(raw.get("sequence_len", 2048), "sequence_len", path),
+           "micro_batch": _whole(raw.get("micro_batch_size", 1), "micro_batch_size", path),
+           "grad_ckpt": bool(raw.get("gradient_checkpointing")),
            "precision": _precision(raw.get("bf16"), raw.get("fp16"), path),
            "optimizer": _optim(raw.get("optimizer"), path), "attn": attn,
            "loss": "trl" if "cut_cross_entropy" in plugins or raw.get("liger_fused_linear_cross_entropy") else None}
     if method != "full":
-        req.update(lora_r=raw.get("lora_r", 8), lora_alpha=raw.get("lora_alpha", 16),
-                   lora_dropout=raw.get("lora_dropout"), lora_targets=targets or "qv")
+        req.update(lora_r=_whole(raw.get("lora_r", 8), "lora_r", path),
+                   lora_alpha=_whole(raw.get("lora_alpha", 16), "lora_alpha", path),
+                   lora_dropout=_fraction(raw.get("lora_dropout"), "lora_dropout", path), lora_targets=targets or "qv")
     return AXOLOTL_MAPPED, {k: v for k, v in req.items() if v is not None}
 
 
@@ -205,14 +232,16 @@ def _llama_factory(raw: dict, path) -> tuple[set, dict]:
         raise BadInput(f"{path}: quantization_bit needs finetuning_type: lora (a quantized model cannot be fully tuned)")
     method = "qlora" if bits else ftype
     target = str(raw.get("lora_target", "all"))
-    rank = raw.get("lora_rank", 8)
-    req = {"model": _need(raw, "model_name_or_path", path), "method": method, "seq_len": raw.get("cutoff_len", 2048),
-           "micro_batch": raw.get("per_device_train_batch_size", 8),
+    rank = _whole(raw.get("lora_rank", 8), "lora_rank", path)
+    req = {"model": _need(raw, "model_name_or_path", path), "method": method,
+           "seq_len": _whole(raw.get("cutoff_len", 2048), "cutoff_len", path),
+           "micro_batch": _whole(raw.get("per_device_train_batch_size", 8), "per_device_train_batch_size", path),
            "grad_ckpt": not raw.get("disable_gradient_checkpointing", False),
            "precision": _precision(raw.get("bf16"), raw.get("fp16"), path, bool(raw.get("pure_bf16"))),
            "optimizer": _optim(raw.get("optim"), path), "attn": ATTN.get(str(raw.get("flash_attn", "auto")), "sdpa")}
     if method != "full":
-        req.update(lora_r=rank, lora_alpha=raw.get("lora_alpha") or 2 * rank, lora_dropout=raw.get("lora_dropout"),
+        req.update(lora_r=rank, lora_alpha=_whole(raw.get("lora_alpha") or 2 * rank, "lora_alpha", path),
+                   lora_dropout=_fraction(raw.get("lora_dropout"), "lora_dropout", path),
                    lora_targets="all-linear" if target == "all" else target)
     mapped = {"model_name_or_path", "finetuning_type", "quantization_bit", "lora_target", "lora_rank", "lora_alpha",
               "lora_dropout", "cutoff_len", "per_device_train_batch_size", "disable_gradient_checkpointing", "bf16",
@@ -238,12 +267,15 @@ def _litgpt(raw: dict, path) -> tuple[set, dict]:
     targets = [name for key, name in LITGPT_TARGETS.items() if raw.get(key, key in ("lora_query", "lora_value"))]
     model = str(_need(raw, "checkpoint_dir", path)).removeprefix("checkpoints/")
     req = {"model": model, "method": ("qlora" if quant else "lora") if lora else "full",
-           "seq_len": train["max_seq_length"], "micro_batch": train.get("micro_batch_size", 1),
+           "seq_len": _whole(train["max_seq_length"], "train.max_seq_length", path),
+           "micro_batch": _whole(train.get("micro_batch_size", 1), "train.micro_batch_size", path),
            "precision": precision[raw.get("precision")], "quant": quant.removeprefix("bnb.") if quant else None,
-           "optimizer": _optim(raw.get("optimizer"), path), "gpus": int(raw.get("devices", 1) or 1)}
+           "optimizer": _optim(raw.get("optimizer"), path), "gpus": _whole(1 if raw.get("devices") is None else raw["devices"], "devices", path)}
     if lora:
-        req.update(lora_r=raw.get("lora_r", 8), lora_alpha=raw.get("lora_alpha", 16),
-                   lora_dropout=raw.get("lora_dropout"), lora_targets=",".join(targets) or "qv")
+        req.update(lora_r=_whole(raw.get("lora_r", 8), "lora_r", path),
+                   lora_alpha=_whole(raw.get("lora_alpha", 16), "lora_alpha", path),
+                   lora_dropout=_fraction(raw.get("lora_dropout"), "lora_dropout", path),
+                   lora_targets=",".join(targets) or "qv")
     mapped = {"checkpoint_dir", "train", "quantize", "precision", "optimizer", "devices", "lora_r", "lora_alpha",
               "lora_dropout", *LITGPT_TARGETS}
     return mapped, {k: v for k, v in req.items() if v is not None}
