@@ -52,3 +52,29 @@ def test_llama_factory_and_litgpt_map_their_own_keys(tmp_path):
     req, _ = request_for(str(lit), None, {"seq_len": 256}, {})
     assert (req.model, req.method, req.quant, req.seq_len) == ("meta-llama/Llama-2-7b-hf", "qlora", "nf4", 256)
     assert req.lora_targets == "q_proj,v_proj,mlp"
+
+
+NUMERIC_KEYS = [  # (trainer's config without the key, the key's path, whole count or fraction)
+    ("base_model: m/x\nadapter: lora\n", "sequence_len", "whole"),
+    ("base_model: m/x\nadapter: lora\n", "micro_batch_size", "whole"),
+    ("base_model: m/x\nadapter: lora\n", "lora_r", "whole"),
+    ("base_model: m/x\nadapter: lora\n", "lora_alpha", "whole"),
+    ("base_model: m/x\nadapter: lora\n", "lora_dropout", "fraction"),
+    ("model_name_or_path: m/x\nfinetuning_type: lora\n", "cutoff_len", "whole"),
+    ("model_name_or_path: m/x\nfinetuning_type: lora\n", "per_device_train_batch_size", "whole"),
+    ("model_name_or_path: m/x\nfinetuning_type: lora\n", "lora_rank", "whole"),
+    ("checkpoint_dir: checkpoints/m/x\nlora_r: 8\ntrain:\n  max_seq_length: 64\n", "devices", "whole"),
+]
+
+
+@pytest.mark.parametrize(("base", "key", "kind"), NUMERIC_KEYS, ids=[k for _, k, _ in NUMERIC_KEYS])
+@pytest.mark.parametrize("value", [".nan", ".inf", "-1", "0", "2.5", "'512'", "true", "[]"])
+def test_a_config_number_that_no_run_can_have_is_one_line(tmp_path, base, key, kind, value):
+    """`sequence_len: .nan` reached the simulation (plan --config: a traceback, exit 1); each count the readers
+    take is a whole number >= 1 and a dropout a fraction, else one line naming the key."""
+    if kind == "fraction" and value in ("0",):
+        return  # a dropout of 0 is a run
+    path = tmp_path / "c.yaml"
+    path.write_text(f"{base}{key}: {value}\n")
+    with pytest.raises(BadInput, match=rf"{key} must be a (whole number >= 1|number from 0 to below 1) \(got "):
+        read_foreign_config(path)
