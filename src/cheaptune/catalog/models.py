@@ -329,11 +329,26 @@ def _falcon_params(c: dict[str, Any]) -> int:
 
 
 def _meta_params(config: dict[str, Any]) -> int:
-    """Exact count for any architecture transformers knows: build it on the meta device (no memory)."""
+    """Exact count for any architecture transformers knows: build it on the meta device (no memory). Kept on disk
+    by config and transformers version, so `models` and a warm `plan` do not import torch for it every time."""
+    import hashlib
+    from importlib import metadata
+
+    from cheaptune.util import atomic
+    from cheaptune.util.paths import cache_dir
+
+    blob = json.dumps({"config": config, "transformers": metadata.version("transformers")}, sort_keys=True, default=str)
+    path = cache_dir("params") / f"{hashlib.sha256(blob.encode()).hexdigest()[:32]}.json"
+    try:
+        return int(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        pass
     import torch
     from transformers import AutoModelForCausalLM
 
     spec = ModelSpec(id=str(config.get("_name_or_path", "config")), family=config["model_type"], config=config)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(to_hf_config(spec))
-    return sum(p.numel() for p in model.parameters())
+    count = sum(p.numel() for p in model.parameters())
+    atomic.write_text(path, json.dumps(count))
+    return count
