@@ -104,7 +104,8 @@ class TrainConfig(GrpoFields, BaseModel):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # the software the run has: estimate/plan size its version-dependent terms (estimate/memory/versions.py);
     # the --versions and --trainer flags win over these; `train` runs what is installed and warns on a mismatch
-    versions: dict[str, Any] | None = Field(None, description="library -> version, e.g. {bitsandbytes: \"0.42.0\"}")
+    versions: Any = Field(None, description="library -> version, e.g. {bitsandbytes: \"0.42.0\"} (checked by "
+                          "_check_versions, one line naming the key)")
     trainer: str | None = Field(None, description="trainer profile the estimate sizes (NAME or NAME==VERSION); "
                                 "default cheaptune")
     # guard rails (cheaptune.runs.guard.GuardSettings)
