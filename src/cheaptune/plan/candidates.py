@@ -14,7 +14,7 @@ from typing import Any
 from cheaptune.errors import BadInput
 
 GIB = 1024**3
-WEIGHTS_FLOOR = "16-bit weights alone"  # FitOutcome.basis of a fit refused below microsearch.weights_floor
+WEIGHTS_FLOOR = "weights floor"  # FitOutcome.basis of a fit refused below microsearch.weights_floor
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,8 @@ def fit_pair(
         return GpuFit(method, gpu, out)
     need = f"needs {gib(out.peak_bytes)}" if out.peak_bytes else "does not fit"
     if out.basis == WEIGHTS_FLOOR:
-        need = f"needs more than {gib(out.peak_bytes)} (its {WEIGHTS_FLOOR}, with the CUDA context)"
+        held = "16-bit weights and their gradients" if method == "full" else "16-bit weights"
+        need = f"needs more than {gib(out.peak_bytes)} (its {held} alone, with the CUDA context)"
     if 0 < out.peak_bytes <= gpu.memory_bytes:
         need += f" plus {headroom:.0%} headroom"
     label = "full fine-tune" if method == "full" else method

@@ -19,19 +19,21 @@ from cheaptune.plan.candidates import planned_micro
 Estimate = Any  # estimate.memory.MemoryEstimate
 
 
-FLOOR_METHODS = ("full", "lora", "dora")  # methods whose base weights stay in 16 bits or more (QLoRA's are 4-bit)
+# bytes per parameter no step of the method goes below: 16-bit base weights (the least any of our precisions keeps;
+# QLoRA's 4-bit base: none assumed), and for a full fine-tune a gradient per weight, all held at once when the
+# optimizer step clips them (torch.nn.utils.clip_grad_norm_ over every gradient)
+FLOOR_BYTES = {"full": 4, "lora": 2, "dora": 2}
 
 
 def weights_floor(params: int, method: str) -> int:
-    """Bytes below which no micro-batch of `method` runs on one GPU: its base weights at 2 bytes each (the least
-    any of our precisions keeps; fp32 master weights keep 4) plus what every device total adds to what is
-    allocated (estimate.memory.overheads: allocator slack, CUDA context). A memory size under it is refused
-    without a simulation; 0 for methods that quantize the base."""
-    if method not in FLOOR_METHODS:
+    """Bytes below which no micro-batch of `method` runs on one GPU: FLOOR_BYTES per parameter plus what every
+    device total adds to what is allocated (estimate.memory.overheads: allocator slack, CUDA context). A memory
+    size under it is refused without a simulation; 0 for methods without a floor."""
+    if method not in FLOOR_BYTES:
         return 0
     from cheaptune.estimate.memory.overheads import reserved_and_total
 
-    return reserved_and_total(2 * params)[1]
+    return reserved_and_total(FLOOR_BYTES[method] * params)[1]
 
 
 def planned_points(effective_batch: int, gpus: int, cap: int) -> list[int]:
