@@ -250,7 +250,7 @@ def test_unsloth_offloaded_checkpointing_keeps_block_inputs_off_the_gpu(tiny_cfg
     """Unsloth's checkpointing moves each block's input to host RAM: the GPU holds no block input between
     forward and backward, where in-GPU (reentrant) checkpointing holds one per block (seen at the forward's peak,
     the end of the stack; the backward's is set by the loss, the same in both)."""
-    layers = 6
+    layers = 4
     cfg = {**tiny_cfg.to_dict(), "num_hidden_layers": layers}
     kw = dict(model=cfg, method="qlora", micro_batch=2, seq_len=64, grad_ckpt=True, trainer="unsloth", full_sim=True)
     offloaded = estimate_memory(EstimateRequest(**kw)).phase_peaks["forward"]
