@@ -67,7 +67,12 @@ FIT_AS = {"trl": "hf"}
 
 
 def stack_of(row: dict) -> str:
+    """The stack whose constants a row fits. 'other' names no codebase (vectorlm, torchtitan, Answer.AI's
+    fsdp_qlora are three): each such source is its own stack, so held out it is predicted by the pooled fit of
+    every other source rather than by constants fitted on unrelated trainers."""
     stack = row.get("stack") or SOURCE_STACK.get(row["source"], row["source"])
+    if stack == "other":
+        stack = SOURCE_STACK.get(row["source"], row["source"])
     return FIT_AS.get(stack, stack)
 
 

@@ -90,3 +90,15 @@ def test_the_elementwise_bytes_are_one_value_shared_by_every_stack(bench):
     tables = ta.fitted_tables(rs, ta.tp.load_table(), {**TINY, "elementwise_bytes": (0, 300)})
     assert len({c["elementwise_bytes"] for c in tables.values()}) == 1
     assert next(iter(tables.values()))["elementwise_bytes"] in (0, 300)
+
+
+def test_rows_of_no_named_stack_are_each_their_own_sources_stack(bench):
+    """'other' lumps unrelated trainers: each such source fits alone, so held out it gets the pooled fit."""
+    ta = bench("throughput_accuracy")
+    a = {"source": "vectorlm-docs", "stack": "other"}
+    b = {"source": "some-repo", "stack": "other"}
+    assert ta.stack_of(a) == "vectorlm" and ta.stack_of(b) == "some-repo"
+    assert ta.stack_of({"source": "x", "stack": "trl"}) == "hf"  # a named stack keeps its name
+    held = ta.loso(rows(ta, ("vectorlm-docs", "torchtune-readme")), ta.tp.load_table(), TINY)
+    vl = [h["how"] for k, h in held.items() if k.startswith("VL")]
+    assert vl and all(how.startswith("no other source of its stack") for how in vl)
