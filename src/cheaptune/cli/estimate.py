@@ -221,7 +221,9 @@ def register(app: typer.Typer) -> None:
                                            "trainer's)."),
         lora_dropout: float = typer.Option(None, "--lora-dropout", help="LoRA dropout (default: the trainer's)."),
         config: str = typer.Option(None, "--config", help="A cheaptune, Axolotl, LLaMA-Factory or litgpt YAML config "
-                                   "to estimate (its versions: and trainer: keys too); flags given win over it."),
+                                   "to estimate (its versions: and trainer: keys too); --versions, --trainer, --model, --method, "
+                                   "--micro-batch, --seq-len, --precision, --quant, --loss, --lora-targets and "
+                                   "--lora-dropout win over its keys."),
         gpu: str = typer.Option(None, "--gpu", help="GPU to time the step on: adds the step time and tokens/s."),
         gpu_count: int = typer.Option(1, "--gpu-count", callback=bounded(1, 4096),
                                       help="Data-parallel GPUs (per node with --nodes); the estimate is per GPU."),
