@@ -92,6 +92,8 @@ def test_another_trainers_config_takes_the_keys_too_and_its_trainer_release_pick
     newer, _ = request_from_options(config=str(cfg), trainer="axolotl==0.18.0", versions="bitsandbytes==0.45.0")
     assert newer.versions == "axolotl==0.18.0,bitsandbytes==0.45.0"
     assert not mechanism(newer, "kbit_prep_kept") and not mechanism(newer, "bnb_keeps_input")
+    current, _ = request_from_options(config=str(cfg), trainer="axolotl")  # the flag's trainer: its current release
+    assert current.versions == "bitsandbytes==0.41.1" and not mechanism(current, "kbit_prep_kept")
 
 
 def test_plan_reads_the_pins_says_where_they_came_from_and_save_keeps_to_cheaptunes_trainer(tmp_path, model_dir):

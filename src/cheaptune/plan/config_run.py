@@ -78,7 +78,7 @@ def config_pins(raw: dict, path, trainer: str | None, versions: str | None) -> t
     except ValueError as err:
         raise BadInput(f"{path}: {err}") from None
     flag_pins = known.parse_pins(versions)
-    for given, pins in ((file_trainer, file_pins), (trainer, flag_pins)):
+    for given, pins in ((None if trainer else file_trainer, file_pins), (trainer, flag_pins)):  # --trainer X: all of it
         name, ver = known.split_trainer(given)
         if ver is not None:
             if not get_profile(name).package:
