@@ -18,7 +18,7 @@ from cheaptune.plan import planfile
 PRECISION = "fp32"  # what train runs on a CPU unless asked (train.methods.resolve_precision)
 
 
-def cpu_plan(cfg: Any, model: str, dataset: str | None, prediction: Any) -> Any:
+def cpu_plan(cfg: Any, model: str, dataset: str | None, prediction: Any) -> planfile.PlanFile:
     """The PlanFile for TrainConfig `cfg` on this CPU, `prediction` a demo.predict.Prediction of its steps.
 
     Memory is the estimator's simulated peak (host memory has no CUDA context or allocator pool) against
@@ -51,7 +51,7 @@ def run_config(raw: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in raw.items() if canonical_name(k) not in drop}
 
 
-def write(plan: Any, raw: dict[str, Any], out: Path) -> tuple[Path, Path]:
+def write(plan: planfile.PlanFile, raw: dict[str, Any], out: Path) -> tuple[Path, Path]:
     """(plan file, run config) beside the run folder `out`, written atomically."""
     import yaml
 
