@@ -83,6 +83,13 @@ SOURCES = (("method_comparison/MetaMathQA", "PEFT MetaMathQA results"),
            ("unslothai/notebooks", "unsloth notebooks"), ("model_memory_anatomy", "transformers docs"))
 # row id -> the peft_config of its PEFT method_comparison result file, built with peft's get_peft_config
 PEFT_CONFIGS = json.loads((HERE / "data" / "peft_method_comparison_configs.json").read_text())["rows"]
+# a dataset's longest sample, for rows that cap the length and pad each batch to its longest sample: the longest
+# batch a run meets is at most this, so --seq-len is min(cap, longest) where the row names the dataset
+LONGEST_SAMPLE = {
+    # the cleaned Alpaca (gururise/AlpacaDataCleaned; litgpt's copy: 51,759 samples, Unsloth's yahma/alpaca-cleaned
+    # 51,760): 1,304 Llama-2 tokens, litgpt resource-tables.md@0cc02afa 'seq = longest Alpaca sample' (rows R11-R17)
+    "alpaca-cleaned": 1304,
+}
 OPTIMIZER = {"paged-adamw-32bit": "adamw"}  # bnb's paged 32-bit AdamW: AdamW's state, paged (outside the allocator)
 ATTN = {"flash": "sdpa", "xformers": "sdpa"}  # fused attention kernels save what SDPA's fused kernels save
 def _targets(spec: str) -> str:
@@ -139,6 +146,15 @@ def stated_accumulation(row: dict) -> int:
     return max(1, int(found[1]) // int(row["micro_batch"])) if found else 1
 
 
+def seq_len_seen(row: dict) -> int:
+    """The tokens of the longest batch the row's run can meet: its cap, or its dataset's longest sample below it."""
+    cap = int(row["seq_len"])
+    if row.get("seq_len_kind") != "cap":
+        return cap
+    longest = [n for name, n in LONGEST_SAMPLE.items() if f"/{name} truncated" in row.get("note", "")]
+    return min([cap, *longest])
+
+
 def cli_options(row: dict, tmp: Path) -> dict:
     """The `cheaptune estimate` options a user of the row's trainer passes for it."""
     trainer, extra = TRAINER.get(row["framework"], ("cheaptune", {}))
@@ -159,7 +175,7 @@ def cli_options(row: dict, tmp: Path) -> dict:
         method = "lora"
     return dict(model=row["model"], method=method, lora_r=int(row["lora_r"] or 16),
                 lora_targets=_targets(row["lora_targets"]) if method in ("lora", "qlora", "dora") else None,
-                micro_batch=int(row["micro_batch"]), seq_len=int(row["seq_len"]), precision=row["precision"] or None,
+                micro_batch=int(row["micro_batch"]), seq_len=seq_len_seen(row), precision=row["precision"] or None,
                 quant=row["quant"] or None, grad_ckpt=row["grad_ckpt"] == "yes",
                 optimizer=OPTIMIZER.get(row["optimizer"], row["optimizer"] or "adamw"),
                 attn=ATTN.get(row["attn"], row["attn"] or "sdpa"), trainer=trainer,

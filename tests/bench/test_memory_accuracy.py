@@ -73,3 +73,12 @@ def test_rows_the_simulation_cannot_run_say_why(bench):
     assert "reads tensor values" in m.not_simulated("NotImplementedError: aten::bincount: attempted to run this")
     assert "--full-sim" in m.not_simulated("ValueError: Config specifies more adapter layers '28' than the model has '2'.")
     assert m.not_simulated("model type needs custom code") == "not simulated: model type needs custom code"
+
+
+def test_a_capped_row_runs_at_its_datasets_longest_sample_when_that_is_shorter(bench):
+    m = bench("memory_accuracy")
+    note = "loaded as unsloth/Llama-3.1-8B; unsloth/alpaca-cleaned truncated at max_seq_length 2048, padded per batch"
+    assert m.seq_len_seen({"seq_len": "2048", "seq_len_kind": "cap", "note": note}) == 1304
+    assert m.seq_len_seen({"seq_len": "1024", "seq_len_kind": "cap", "note": note}) == 1024
+    assert m.seq_len_seen({"seq_len": "4096", "seq_len_kind": "packed", "note": note}) == 4096
+    assert m.seq_len_seen({"seq_len": "2048", "seq_len_kind": "cap", "note": "mlabonne/FineTome-100k truncated"}) == 2048

@@ -62,3 +62,15 @@ def test_grad_accum_below_one_is_one_clear_line(tiny_cfg):
 
     with pytest.raises(BadInput, match="--grad-accum must be >= 1|--grad-accum"):
         estimate_memory(EstimateRequest(model=tiny_cfg.to_dict(), method="lora", grad_accum=0))
+
+
+def test_unsloth_casts_the_logits_to_the_checkpoints_dtype_on_an_fp16_board(tiny_cfg):
+    """Unsloth's forward runs logits.to(config.torch_dtype): on a board without bf16 (fp16 compute) a bf16 checkpoint's
+    logits get a bf16 copy and their gradient an fp16 one; an fp16 checkpoint's none. A config without a dtype is
+    taken as bf16."""
+    cfg = {**tiny_cfg.to_dict(), "vocab_size": 8192, "num_hidden_layers": 1}
+    kw = dict(method="lora", micro_batch=1, seq_len=64, trainer="unsloth", precision="fp16-mixed")
+    same = estimate_memory(EstimateRequest(model={**cfg, "torch_dtype": "float16"}, **kw)).peak_allocated_bytes
+    cast = estimate_memory(EstimateRequest(model={**cfg, "torch_dtype": "bfloat16"}, **kw)).peak_allocated_bytes
+    unknown = estimate_memory(EstimateRequest(model=cfg, **kw)).peak_allocated_bytes
+    assert cast - same >= 0.9 * 64 * 8192 * 2 and unknown == cast  # one [tokens, vocab] 16-bit copy

@@ -33,7 +33,7 @@ from cheaptune.estimate.policy import (
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
-ESTIMATOR_VERSION = "14"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator; 9 hf profile: peft's fp32 adapters under bf16-true; 10 version-dependent terms from trainer and library versions (versions.py), torchtune 0.1 init replay and peft < 0.21 OSF removed; 11 unsloth offloaded checkpointing, litgpt untied and 4-bit head, fp16 quant state; 12 foreach AdamW temporaries (HF Trainer on torch < 2.8, litgpt); 13 litgpt repeats k and v per query head; 14 unsloth in-place fused cross-entropy, gradients held across accumulation micro-steps
+ESTIMATOR_VERSION = "14"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator; 9 hf profile: peft's fp32 adapters under bf16-true; 10 version-dependent terms from trainer and library versions (versions.py), torchtune 0.1 init replay and peft < 0.21 OSF removed; 11 unsloth offloaded checkpointing, litgpt untied and 4-bit head, fp16 quant state; 12 foreach AdamW temporaries (HF Trainer on torch < 2.8, litgpt); 13 litgpt repeats k and v per query head; 14 unsloth in-place fused cross-entropy and logits cast to the checkpoint dtype, gradients held across accumulation micro-steps
 PEFT_METHODS = ("lora", "qlora", "dora")
 
 

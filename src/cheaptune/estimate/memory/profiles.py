@@ -37,6 +37,7 @@ class Profile:
     loss_fp32: bool = False
     loss_full_logits: bool = False
     loss_inplace: bool = False
+    logits_config_dtype: bool = False
     lora_dropout: float = LORA_DROPOUT
     lora_targets: str = "all-linear"
     kbit_prep: bool = False

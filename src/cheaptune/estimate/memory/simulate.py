@@ -133,9 +133,11 @@ def simulate(req, cfg, real: bool = False, steps: int = 2, loss_kernels: str = "
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     policy = profile_policy(req)
+    checkpoint_dtype = getattr(cfg, "dtype", None)  # the config.json's torch_dtype, before the build sets its own
     with quiet(), fake_tensor_log_muted(), _bnb_qmap_restored():
         built = build_on_meta(req, policy, cfg)
         model = built.model
+        model.checkpoint_dtype = checkpoint_dtype
         trainable, total = _count_params(model)
         max_lin = _max_quant_linear(model)
         mode = contextlib.nullcontext() if real else FakeTensorMode(allow_non_fake_inputs=True)
@@ -374,8 +376,12 @@ def _chunked_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
         chunks = (head(h) for h in hidden.split(size, dim=1))
     held, total = [], None
     fp32_out = prof.fp32_outputs  # the trainer casts the model's outputs (the logits chunks) to fp32
+    # the trainer casts the logits to the checkpoint's config dtype (not known for a catalog model: bf16, the dtype
+    # most current checkpoints ship in); a copy, and its gradient one more, where the run computes in another dtype
+    cast = (getattr(model, "checkpoint_dtype", None) or torch.bfloat16) if prof.logits_config_dtype else None
     for logits, labels in zip(chunks, ids.split(size, dim=1), strict=True):
         logits = logits.float() if fp32_out else logits
+        logits = logits.to(cast) if cast is not None and logits.dtype != cast else logits
         if prof.loss_full_logits:
             held.append(logits)
         logits = logits.float() if prof.loss_fp32 else logits
