@@ -163,7 +163,7 @@ def check_trained_tokens(ds: Any, seq_len: int) -> str | None:
     """With answer-only loss, a prompt that fills sequence_len cuts its answer away: that row's labels are all
     -100 (trl's mask) and it trains nothing. BadInput when no row trains (the run would bill every step at a
     loss of exactly 0); a warning line when many of the first SCAN_ROWS do not; None otherwise."""
-    if "labels" not in ds.column_names:  # no masking: every token is in the loss
+    if "labels" not in (getattr(ds, "column_names", None) or ()):  # no masking (every token is in the loss)
         return None
     seen = empty = 0
     for batch in ds.select_columns(["labels"]).iter(batch_size=256):
