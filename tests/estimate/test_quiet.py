@@ -26,10 +26,12 @@ def emitted(capfd, caplog) -> str:
     return capfd.readouterr().err + caplog.text
 
 
-def test_failed_meta_kernel_prints_no_traceback(capfd, caplog):
-    """fp16 experts: the grouped_mm meta kernel refuses them, torch logs log.exception, the simulator re-raises."""
+def test_failed_meta_kernel_prints_no_traceback(capfd, caplog, monkeypatch):
+    """fp16 experts sent to torch's grouped_mm (dtype routing off): its meta kernel refuses them, torch logs
+    log.exception, the simulator re-raises."""
     cfg = tiny_mixtral()
     req = request(cfg, method="lora", precision="fp16-mixed", micro_batch=1, seq_len=32)
+    monkeypatch.setattr(sim, "grouped_mm_bf16_only", contextlib.nullcontext)
     before = logging.getLogger(FAKE_TENSOR_LOGGER).level
     caplog.set_level(logging.DEBUG)
     with pytest.raises(RuntimeError, match="BF16"):
@@ -43,6 +45,7 @@ def test_without_the_muter_the_traceback_shows(capfd, caplog, monkeypatch):
     """The same run with the muter replaced by a no-op does print torch's traceback: the test above is not vacuous."""
     cfg = tiny_mixtral()
     req = request(cfg, method="lora", precision="fp16-mixed", micro_batch=1, seq_len=32)
+    monkeypatch.setattr(sim, "grouped_mm_bf16_only", contextlib.nullcontext)
     monkeypatch.setattr(sim, "fake_tensor_log_muted", contextlib.nullcontext)
     with pytest.raises(RuntimeError):
         sim.simulate(req, cfg)

@@ -23,6 +23,7 @@ import torch
 from cheaptune.estimate.memory.build import build_on_meta, meta_to_fake, quiet
 from cheaptune.estimate.memory.layers import decoder_layers, layer_period
 from cheaptune.estimate.memory.mechanisms import mechanism, profile_policy
+from cheaptune.estimate.memory.moe_dispatch import grouped_mm_bf16_only
 from cheaptune.estimate.memory.quiet import fake_tensor_log_muted
 from cheaptune.estimate.memory.tracker import PeakTracker
 from cheaptune.estimate.policy import hf_optim
@@ -134,7 +135,7 @@ def simulate(req, cfg, real: bool = False, steps: int = 2, loss_kernels: str = "
 
     policy = profile_policy(req)
     checkpoint_dtype = getattr(cfg, "dtype", None)  # the config.json's torch_dtype, before the build sets its own
-    with quiet(), fake_tensor_log_muted(), _bnb_qmap_restored():
+    with quiet(), fake_tensor_log_muted(), grouped_mm_bf16_only(), _bnb_qmap_restored():
         built = build_on_meta(req, policy, cfg)
         model = built.model
         model.checkpoint_dtype = checkpoint_dtype
