@@ -23,7 +23,8 @@ def test_the_budget_buys_the_most_epochs_judged_at_p90():
     one_epoch = run(Constraints(), W).recommended
     budget = p90_total(one_epoch) * 3.5
     r = plan_for_budget(run, Constraints(budget_usd=budget), W, "epochs", SHAPE_7B)
-    assert 3.5 <= r.workload.epochs < 4.5  # start-up is paid once, so 3.5x one epoch's p90 buys at least 3.5
+    assert r.workload.epochs >= 3.5  # start-up is paid once, so 3.5x one epoch's p90 buys at least 3.5 (the
+    # most it buys is pinned below: a twentieth of an epoch more would pass the budget)
     assert r.recommended.total <= p90_total(r.recommended) <= budget  # fits in 9 of 10 cases, not just at p50
     more = run(Constraints(), dataclasses.replace(W, epochs=r.workload.epochs + 0.05)).recommended
     assert p90_total(more) > budget * 0.99  # a twentieth of an epoch more would (nearly) pass the budget at p90
