@@ -18,8 +18,10 @@ from cheaptune.estimate.rl_settings import RLSettings
 from cheaptune.estimate.settings import TrainSettings
 
 # HF `optim` names -> ours; a few HF spellings of the same optimizer share one of our names.
-# adamw_torch (the demo config's, HF's non-fused AdamW) keeps the same two fp32 moments as the fused one.
-_OURS = {hf: ours for ours, hf in HF_OPTIM["cuda"].items()} | {"adamw_8bit": "adamw-8bit", "adamw_torch": "adamw"}
+# adamw_torch (the demo config's, HF's non-fused AdamW) keeps the same two fp32 moments as the fused one;
+# adamw_torch_fused reads back as "adamw", cheaptune's default, which runs it ("adamw-fused" names the same kernel).
+_OURS = {hf: ours for ours, hf in HF_OPTIM["cuda"].items()} | {"adamw_8bit": "adamw-8bit", "adamw_torch": "adamw",
+                                                               "adamw_torch_fused": "adamw"}
 SHARDING_OF = {"MULTI_GPU": "ddp", "FSDP": "fsdp", "MULTI_CPU": "ddp"}
 
 
