@@ -220,7 +220,7 @@ class StepTime:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["parts"] = {k: round(v, 6) for k, v in self.parts.items()}
+        d["parts"] = {k: round(v, 9) for k, v in self.parts.items()}  # ns: six parts still add up to the step
         return d
 
 
