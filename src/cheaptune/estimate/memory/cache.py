@@ -15,6 +15,9 @@ from cheaptune.util.paths import cache_dir
 
 LIBS = ("torch", "transformers", "peft", "bitsandbytes")
 SCHEMA = 1
+# details key of an analytic fallback taken because the simulation raised (compute.py): such an estimate is not
+# stored, since the failure may be transient (code edited mid-run, an interrupted import) and would otherwise stick
+SIMULATION_FAILED = "simulation_failed"
 
 
 def _versions() -> dict[str, str]:
@@ -52,4 +55,7 @@ def load(k: str) -> dict | None:
 
 
 def store(k: str, value: dict) -> None:
+    """Keep `value` under `k`, unless it is a fallback after a failed simulation: a later run simulates again."""
+    if value.get("details", {}).get(SIMULATION_FAILED):
+        return
     atomic.write_text(cache_dir("estimate") / f"{k}.json", json.dumps(value))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 
 from cheaptune.errors import BadInput
-from cheaptune.estimate.memory import overheads
+from cheaptune.estimate.memory import cache, overheads
 from cheaptune.estimate.memory.result import MemoryEstimate
 
 log = logging.getLogger(__name__)
+CUSTOM_CODE = "model type needs custom code"  # the one fallback that is not a failure: it is cached
 
 
 def hf_config(cfg: dict):
@@ -27,7 +28,7 @@ def hf_config(cfg: dict):
 def _simulated(req, cfg: dict):
     hf = hf_config(cfg)
     if hf is None:
-        return None, "model type needs custom code"
+        return None, CUSTOM_CODE
     from cheaptune.estimate.memory.extrapolate import simulate_extrapolated
     from cheaptune.estimate.memory.simulate import simulate
 
@@ -64,7 +65,7 @@ def compute(req, cfg: dict, inputs: dict, version: str):
         phase_peaks, breakdown = a["phase_peaks"], a["breakdown"]
         trainable, total, basis = a["trainable_params"], a["total_params"], "analytic"
         max_lin = int(cfg.get("hidden_size", 0)) * int(cfg.get("intermediate_size", 0))
-        details = {"why_analytic": why}
+        details = {"why_analytic": why, **({cache.SIMULATION_FAILED: True} if why != CUSTOM_CODE else {})}
     ws = overheads.workspaces(req, cfg, max_lin)
     peaks = {ph: phase_peaks[ph] + ws[ph] for ph in phase_peaks}
     peak_phase = max(peaks, key=peaks.get)
