@@ -155,8 +155,10 @@ def plan_command(
         fit, multi_fit = config_fit(foreign, constraints.headroom), None
         workload = dataclasses.replace(workload, epochs=epochs_for(foreign, workload.tokens, seq_len)).validate()
 
+    ahead = getattr(fit, "ahead", None)  # the fits named ahead run on every core (plan.parallel)
+
     def run(c: Constraints, w) -> object:
-        return make_plan(spec.id, shape, context, w, c, gpu_list, offers, fit, multi_fit=multi_fit)
+        return make_plan(spec.id, shape, context, w, c, gpu_list, offers, fit, multi_fit=multi_fit, ahead=ahead)
 
     try:
         with status(progress_wanted(progress, as_json), f"sizing {spec.id} on each GPU") as say:

@@ -88,6 +88,11 @@ def hardware_problem(method: str, gpu: Any) -> str | None:
     return None
 
 
+def fit_key(method: str, gpu: Any) -> tuple[str, int, str] | None:
+    """The fit `fit_pair` asks for: (method, memory size, precision); None where the hardware rules it out."""
+    return None if hardware_problem(method, gpu) else (method, gpu.memory_bytes, run_precision(method, gpu))
+
+
 def fit_pair(
     method: str, gpu: Any, fit: FitFn, headroom: float, cache: dict[tuple[str, int, str], FitOutcome]
 ) -> GpuFit | Exclusion:

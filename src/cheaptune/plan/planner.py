@@ -7,6 +7,8 @@ One GPU first; several GPUs (plan/scaleout.py) only for the methods one GPU cann
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from cheaptune.plan.candidates import (
     FitFn,
     GpuFit,
     MultiFitFn,
+    fit_key,
     fit_pair,
     planned_micro,
     run_precision,
@@ -84,10 +87,12 @@ def make_plan(
     fit: FitFn,
     consts: dict[str, float] | None = None,
     multi_fit: MultiFitFn | None = None,
+    ahead: Callable[[list[tuple[str, int, str]]], None] | None = None,
 ) -> PlanResult:
     """Rank every feasible (method, GPUs, offer); raise Infeasible (with advice on `.result`) when none is.
 
-    Without `multi_fit` every option uses one GPU."""
+    Without `multi_fit` every option uses one GPU. `ahead` (plan.parallel.ParallelFit.ahead) is told the
+    one-GPU fits `fit` will be asked for next, in order."""
     c, w = constraints.validate(), workload.validate()
     consts = consts or default_constants()
     gpus = [g for g in gpus if not c.gpus or g.name in c.gpus]
@@ -101,8 +106,9 @@ def make_plan(
     in_play = sorted((g for g in gpus if g.name in by_gpu), key=lambda g: g.memory_bytes)
     single = [Candidate(m, g, 1, 1, tuple(by_gpu[g.name])) for m in c.methods for g in in_play]
     cache: dict = {}
+    keys = (lambda ks: ahead([key for k in ks if (key := fit_key(k.method, k.gpu))])) if ahead else None
     feasible, more, skipped = _explore(single, [], c, w, shape, consts,
-                                       lambda k: fit_pair(k.method, k.gpu, fit, c.headroom, cache))
+                                       lambda k: fit_pair(k.method, k.gpu, fit, c.headroom, cache), keys)
     excluded += more
     notes = _notes(c, gpus, by_gpu, allowed)
     if multi_fit is not None:
@@ -215,11 +221,13 @@ def _beyond_limits(cost: float, hours: float, c: Constraints, excluded: list[Exc
 
 
 def _explore(cands: list[Candidate], known: list[Option], c: Constraints, w: Workload, shape: ModelShape,
-             consts: dict, fitter: Callable[[Candidate], GpuFit | Exclusion]
-             ) -> tuple[list[Option], list[Exclusion], Counter]:
+             consts: dict, fitter: Callable[[Candidate], GpuFit | Exclusion],
+             ahead: Callable[[list[Candidate]], None] | None = None) -> tuple[list[Option], list[Exclusion], Counter]:
     """Fit and price candidates from the best best-case up; skip fitting a candidate whose best case cannot
     reach the top N (of `known` and what this call found), or cannot meet --budget/--deadline nor come closer
-    to them than a priced miss. This skips most memory simulations, an infeasible plan's too."""
+    to them than a priced miss. This skips most memory simulations, an infeasible plan's too. `ahead` is told,
+    before each fit, the candidates that may be fitted next (bounds ascend and the cut-off only falls, so none
+    past it is), so their fits can start in parallel (plan.parallel); then an empty list."""
     by = 1 if c.optimize == "time" else 0
     bounds = [(_best_case(k, c, w, shape, consts), i, k) for i, k in enumerate(cands)]
     ordered = sorted(bounds, key=lambda t: (t[0][by], t[1]))
@@ -227,24 +235,30 @@ def _explore(cands: list[Candidate], known: list[Option], c: Constraints, w: Wor
     feasible: list[Option] = []
     excluded: list[Exclusion] = []
     skipped: Counter = Counter()
-    for (cost, hours), _, k in ordered:
-        pool = known + feasible
-        bound = hours if by else cost
-        if len(pool) >= c.top and bound > metric(choose.rank(pool, c.optimize)[c.top - 1])[0]:
-            skipped[k.method] += 1  # ranked out: the method is served by what ranks above
-            continue
-        beyond = _beyond_limits(cost, hours, c, excluded, w, shape, consts)
-        if beyond is not None:
-            skipped[("limits", k.method)] += 1  # counted, but the method is not served: more GPUs may still be
-            excluded.append(beyond(k))
-            continue
-        got = fitter(k)
-        if isinstance(got, Exclusion):
-            excluded.append(got)
-            continue
-        ok, over = choose.apply_limits([price_option(got, o, w, shape, consts, c.speedups) for o in k.offers], c)
-        feasible += ok
-        excluded += over
+    try:
+        for i, ((cost, hours), _, k) in enumerate(ordered):
+            pool = known + feasible
+            cut = metric(choose.rank(pool, c.optimize)[c.top - 1])[0] if len(pool) >= c.top else math.inf
+            if (hours if by else cost) > cut:
+                skipped[k.method] += 1  # ranked out: the method is served by what ranks above
+                continue
+            beyond = _beyond_limits(cost, hours, c, excluded, w, shape, consts)
+            if beyond is not None:
+                skipped[("limits", k.method)] += 1  # counted, but the method is not served: more GPUs may still be
+                excluded.append(beyond(k))
+                continue
+            if ahead is not None:
+                ahead([j for b, _, j in itertools.takewhile(lambda t, cut=cut: t[0][by] <= cut, ordered[i:])])
+            got = fitter(k)
+            if isinstance(got, Exclusion):
+                excluded.append(got)
+                continue
+            ok, over = choose.apply_limits([price_option(got, o, w, shape, consts, c.speedups) for o in k.offers], c)
+            feasible += ok
+            excluded += over
+    finally:
+        if ahead is not None:
+            ahead([])
     return feasible, excluded, skipped
 
 
