@@ -5,13 +5,14 @@ for next (`ahead`). A fit's search depends only on its own points (microsearch),
 (method, precision) share points, so each such group runs one fit at a time, in the order asked, and
 different groups run side by side; workers share points through the on-disk estimate cache (atomic
 writes). Results are handed back in the order the planner asks, an error as the same exception, so the
-plan is the serial plan byte for byte. Workers are forked after the parent has imported torch (they
-inherit it) and end when no fit is waiting. CHEAPTUNE_WORKERS=1, one core, or no fork (not Linux):
-serial in this process.
+plan is the serial plan byte for byte. Workers are forked after the parent has made one estimate (they
+inherit its imports). CHEAPTUNE_WORKERS=1, one core, or no fork (not Linux):
+serial in this process. The workers live until the planner says it needs no more fits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -67,8 +68,9 @@ def _run(key: Key) -> tuple[bool, Any]:
 class ParallelFit:
     """A FitFn: `fit` run serially, or in worker processes for the fits `ahead` names."""
 
-    def __init__(self, fit: FitFn, cold: Callable[[Key], bool], workers: int | None = None):
-        self._fit, self._cold = fit, cold
+    def __init__(self, fit: FitFn, cold: Callable[[Key], bool], warm: Callable[[Key], object] | None = None,
+                 workers: int | None = None):
+        self._fit, self._cold, self._warm = fit, cold, warm
         self._workers = workers_wanted() if workers is None else workers
         self._queued: dict[tuple[str, str], list[Key]] = {}  # per (method, precision), in the order named
         self._running: dict[Future, Key] = {}
@@ -106,8 +108,6 @@ class ParallelFit:
                     self._workers = 1
                     break
                 self._dispatch(key)
-            if not self._running and not any(self._queued.values()):
-                self.close()  # nothing waiting: no worker outlives the need for it
         if key in self._done:
             ok, value = self._done.pop(key)
             if ok:
@@ -152,16 +152,18 @@ class ParallelFit:
         if self._pool is None:
             if len(ready) < 2:  # one group: the parent is as fast alone
                 return
-            self._open(len(ready))
+            self._open(first, len(ready))
         for group in ready[: max(0, self._workers - len(self._running))]:
             key = self._queued[group].pop(0)
             self._running[self._pool.submit(_run, key)] = key
 
-    def _open(self, groups: int) -> None:
+    def _open(self, first: Key, groups: int) -> None:
+        """Fork the workers after one estimate here (`warm`, the first point of `first`'s search): torch,
+        transformers, peft and the model's class (4 s of imports) are then loaded once, and inherited."""
         global _FIT
-        import cheaptune.estimate.memory.compute  # noqa: F401 - torch and the simulator, imported once, inherited
-        import cheaptune.estimate.memory.simulate  # noqa: F401
-
+        if self._warm is not None:
+            with contextlib.suppress(Exception):  # the fit that needs this point raises it where the planner asks
+                self._warm(first)
         _FIT = self._fit
         before = set(multiprocessing.active_children())
         self._pool = ProcessPoolExecutor(max_workers=min(self._workers, groups),
