@@ -13,16 +13,16 @@ serial in this process. The workers live until the planner says it needs no more
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cheaptune.errors import BadInput
 from cheaptune.plan.candidates import FitFn, FitOutcome
+
+if TYPE_CHECKING:  # imported where a pool starts: a warm plan never pays for them
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 ENV = "CHEAPTUNE_WORKERS"
 MAX_WORKERS = 4  # more workers than (method, precision) groups a plan has (4-6) buy nothing
@@ -33,8 +33,8 @@ _FIT: FitFn | None = None  # the serial fit the forked workers run (inherited, s
 
 
 def workers_wanted() -> int:
-    """CHEAPTUNE_WORKERS, else min(cores, MAX_WORKERS); 1 where fork is unavailable (spawn would re-import
-    torch in every worker, which costs more than it saves)."""
+    """CHEAPTUNE_WORKERS, else min(cores, MAX_WORKERS); 1 off Linux (no fork: spawn would re-import torch
+    in every worker, which costs more than it saves)."""
     raw = os.environ.get(ENV, "").strip()
     if raw:
         if not raw.isdigit() or int(raw) < 1:
@@ -42,9 +42,7 @@ def workers_wanted() -> int:
         wanted = int(raw)
     else:
         wanted = min(os.cpu_count() or 1, MAX_WORKERS)
-    if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
-        return 1
-    return wanted
+    return wanted if sys.platform.startswith("linux") else 1
 
 
 def _start_worker() -> None:
@@ -76,8 +74,9 @@ class ParallelFit:
         self._running: dict[Future, Key] = {}
         self._done: dict[Key, tuple[bool, Any]] = {}
         self._seen: set[Key] = set()  # named once: warm, queued, running or done
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: ProcessPoolExecutor | None = None  # started on the first cold fits of two groups
         self._procs: list[Any] = []  # the pool's worker processes
+        self._size = 0
         self._broken = False
 
     def ahead(self, keys: Iterable[Key]) -> None:
@@ -98,6 +97,8 @@ class ParallelFit:
     def __call__(self, method: str, mem: int, precision: str) -> FitOutcome:
         key = (method, mem, precision)
         if self._pool is not None and self._waits_for(key):
+            from concurrent.futures import FIRST_COMPLETED, wait
+
             self._dispatch(key)
             while key not in self._done and self._running:
                 finished, _ = wait(self._running, return_when=FIRST_COMPLETED)
@@ -118,6 +119,8 @@ class ParallelFit:
 
     def close(self) -> None:
         """End the workers; fits not yet started are dropped (the planner no longer needs them)."""
+        for key in [*self._running.values(), *(k for keys in self._queued.values() for k in keys)]:
+            self._seen.discard(key)  # not fitted: a later plan with this fit (plan --maximize) may name it again
         self._queued.clear()
         if self._pool is not None:
             if self._running:  # fits the planner pruned after naming them: stop them rather than wait
@@ -138,6 +141,8 @@ class ParallelFit:
             group.remove(key)
 
     def _collect(self, future: Future) -> None:
+        from concurrent.futures.process import BrokenProcessPool
+
         key = self._running.pop(future)
         try:
             self._done[key] = future.result()
@@ -152,8 +157,8 @@ class ParallelFit:
         if self._pool is None:
             if len(ready) < 2:  # one group: the parent is as fast alone
                 return
-            self._open(first, len(ready))
-        for group in ready[: max(0, self._workers - len(self._running))]:
+            self._open(self._queued[ready[0]][0], len(ready))
+        for group in ready[: max(0, self._size - len(self._running))]:
             key = self._queued[group].pop(0)
             self._running[self._pool.submit(_run, key)] = key
 
@@ -161,12 +166,16 @@ class ParallelFit:
         """Fork the workers after one estimate here (`warm`, the first point of `first`'s search): torch,
         transformers, peft and the model's class (4 s of imports) are then loaded once, and inherited."""
         global _FIT
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         if self._warm is not None:
             with contextlib.suppress(Exception):  # the fit that needs this point raises it where the planner asks
                 self._warm(first)
         _FIT = self._fit
         before = set(multiprocessing.active_children())
-        self._pool = ProcessPoolExecutor(max_workers=min(self._workers, groups),
+        self._size = min(self._workers, groups)
+        self._pool = ProcessPoolExecutor(max_workers=self._size,
                                          mp_context=multiprocessing.get_context("fork"), initializer=_start_worker)
         self._pool.submit(int).result()  # with fork every worker starts at the first submit
         self._procs = [p for p in multiprocessing.active_children() if p not in before]
