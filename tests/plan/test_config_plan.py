@@ -54,7 +54,8 @@ def test_plan_sizes_the_configs_own_run_with_its_trainer(plan, tiny_model):
     assert doc["workload"]["epochs"] == 3 and doc["workload"]["effective_batch"] == 8
     assert doc["workload"]["seq_len"] == 128
     own = estimate_memory(EstimateRequest(model=tiny_model, method="lora", lora_r=8, lora_alpha=16, micro_batch=2,
-                                          seq_len=128, grad_ckpt=True, lora_targets="all-linear", trainer="axolotl"))
+                                          seq_len=128, grad_ckpt=True, lora_targets="all-linear", trainer="axolotl",
+                                          grad_accum=4))  # 2 x 4 = 8 sequences per step: the gradients held
     for o in doc["options"]:
         assert (o["method"], o["micro_batch"], o["grad_accum"], o["grad_ckpt"]) == ("lora", 2, 4, True)
         assert o["peak_vram_bytes"] == own.device_total_bytes  # axolotl's step, not cheaptune's

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cheaptune.errors import BadInput
-from cheaptune.plan.candidates import FitFn, FitOutcome
+from cheaptune.plan.candidates import FitFn, FitOutcome, planned_micro
 from cheaptune.plan.foreign_config import OPTIM, ForeignConfig, axolotl_keys, detect, request_for
 from cheaptune.util.yamlfile import beside_config, looks_local, read_mapping
 
@@ -259,18 +259,21 @@ def config_fit(run: ConfigRun, headroom: float) -> FitFn:
     when that peak leaves `headroom` free. Sized for cheaptune's trainer (`run.settings`), the settings a
     saved plan stores; else without an explicit precision another trainer takes its profile's default."""
     from cheaptune.estimate.memory.memory import estimate_memory
+    from cheaptune.estimate.settings import HELD_MICRO_STEPS
 
     base = run.request
+    accum = planned_micro(base.micro_batch, run.effective_batch)[1]  # what the plan saves: > 1 holds the gradients
 
     def fit(method: str, mem: int, precision: str) -> FitOutcome:
         if run.settings is not None:  # a cheaptune config's trainer: key, and any config's versions (read_run)
-            own = own_settings(run.settings, method, precision).request(base.model)
+            own = own_settings(run.settings, method, precision, grad_accum=accum).request(base.model)
             est = estimate_memory(dataclasses.replace(own, trainer=own.trainer if run.config else base.trainer,
                                                       versions=base.versions))
         else:
             own = base.precision or (precision if base.trainer == "cheaptune" else None)
             quant = base.quant if method == "qlora" else None
-            est = estimate_memory(dataclasses.replace(base, method=method, precision=own, quant=quant))
+            est = estimate_memory(dataclasses.replace(base, method=method, precision=own, quant=quant,
+                                                      grad_accum=min(accum, HELD_MICRO_STEPS)))
         fits = est.device_total_bytes <= mem * (1 - headroom)
         return FitOutcome(fits, base.micro_batch if fits else 0, base.grad_ckpt, est.device_total_bytes,
                           est.trainable_params, est.total_params, est.basis)

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from cheaptune.errors import BadInput
-from cheaptune.plan.candidates import WEIGHTS_FLOOR, FitFn, FitOutcome, MultiFitFn
+from cheaptune.plan.candidates import WEIGHTS_FLOOR, FitFn, FitOutcome, MultiFitFn, planned_micro
 from cheaptune.plan.microsearch import Points, largest_fit, planned_points, weights_floor
 from cheaptune.plan.workload import Workload
 from cheaptune.util import atomic
 from cheaptune.util.paths import cache_dir
 
-FIT_CACHE_SCHEMA = 4  # 2: the peak is at the planned micro-batch; multi-GPU fits; 3: per precision; 4: objective
+FIT_CACHE_SCHEMA = 5  # 2: the peak is at the planned micro-batch; multi-GPU fits; 3: per precision; 4: objective;
+# 5: each micro-batch sized at the accumulation the plan runs it with (gradients held across micro-steps)
 DEFAULT_EXAMPLE_TOKENS = 512
 MAX_MICRO_BATCH = 64
 
@@ -57,13 +58,13 @@ def _outcome(req: Any, found: tuple[int, bool, Any] | None, least: Callable[[], 
 
 
 def _request(spec: Any, method: str, seq_len: int, lora_r: int, precision: str, objective: str = "sft",
-             precompute_ref: bool = False):
+             precompute_ref: bool = False, grad_accum: int = 1):
     """The request a fit simulates: exactly what estimate.settings.TrainSettings.request() gives for the
     settings the plan file will store (so the plan's peak can be re-estimated byte for byte)."""
     from cheaptune.estimate.settings import for_gpu
 
     settings = for_gpu(method, True, precision=precision, lora_r=lora_r, lora_alpha=2 * lora_r, seq_len=seq_len,
-                       objective=objective, precompute_ref=precompute_ref)
+                       objective=objective, precompute_ref=precompute_ref, grad_accum=grad_accum)
     return settings.request(spec.id)
 
 
@@ -93,19 +94,31 @@ def _reference_choice(fit_with, method: str, objective: str, epochs: float) -> F
 
 
 def shared_points(spec: Any, seq_len: int, lora_r: int, objective: str) -> Callable[..., Points]:
-    """Points per (method, precision, precompute_ref): the one-GPU estimates every fit of the plan shares."""
+    """Points per (method, precision, precompute_ref, accumulation as simulated): the one-GPU estimates every fit
+    of the plan shares."""
     memo: dict[tuple, Points] = {}
 
-    def points(method: str, precision: str, pre: bool) -> Points:
-        key = (method, precision, pre)
+    def points(method: str, precision: str, pre: bool, accum: int = 1) -> Points:
+        req = _request(spec, method, seq_len, lora_r, precision, objective, pre, accum)
+        key = (method, precision, pre, req.grad_accum)  # any accumulation >= 2 simulates alike (settings.py)
         if key not in memo:
             from cheaptune.estimate.memory.memory import estimate_memory
 
-            req = _request(spec, method, seq_len, lora_r, precision, objective, pre)
             memo[key] = Points(lambda b, gc, r=req: estimate_memory(dataclasses.replace(r, micro_batch=b, grad_ckpt=gc)))
         return memo[key]
 
     return points
+
+
+def accumulated(points: Callable[..., Points], method: str, precision: str, pre: bool, effective_batch: int | None,
+                gpus: int) -> Points:
+    """Points at the accumulation the plan runs each micro-batch with (candidates.planned_micro on `gpus` GPUs):
+    with more than one micro-step per optimizer step the gradients are held into the next forward."""
+    def at(b: int, gc: bool) -> Any:
+        accum = planned_micro(b, effective_batch, gpus)[1] if effective_batch else 1
+        return points(method, precision, pre, accum).at(b, gc)
+
+    return Points(at)
 
 
 def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_micro_batch: int = 64,
@@ -131,7 +144,7 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
                            p=precision, o=objective, pre=pre)
 
             def compute() -> FitOutcome:
-                pts = points(method, precision, pre)
+                pts = accumulated(points, method, precision, pre, effective_batch, 1)
                 found = largest_fit(pts, micros, mem * (1 - headroom))
                 req = _request(spec, method, seq_len, lora_r, precision, objective, pre)
                 return dataclasses.replace(_outcome(req, found, lambda: pts.at(1, True)), precompute_ref=pre)
@@ -162,7 +175,7 @@ def real_multi_fit(spec: Any, seq_len: int, headroom: float, lora_r: int, effect
 
                 req = _request(spec, method, seq_len, lora_r, precision, objective, pre)
                 sharded = dataclasses.replace(req, gpus=gpus, sharding=sharding, offload=offload)
-                one = single(method, precision, pre)
+                one = accumulated(single, method, precision, pre, effective_batch, gpus)
                 pts = Points(lambda b, gc: shard_estimate(one.at(b, gc), gpus, sharding, offload, dict(spec.config),
                                                           FsdpRun.of(sharded)))
                 found = largest_fit(pts, planned_points(effective_batch, gpus, cap), mem * (1 - headroom))

@@ -11,8 +11,15 @@ from cheaptune.errors import BadInput
 from cheaptune.train.planmerge import SETTING_KEYS
 
 GIB = 1024**3
-# Settings whose change moves the peak (epochs, accumulation, alpha and the save interval do not).
+# Settings whose change moves the peak (epochs, alpha and the save interval do not; accumulation only where it
+# crosses 1, `holds_gradients`).
 MEMORY_KEYS = set(SETTING_KEYS) - {"num_epochs", "gradient_accumulation_steps", "lora_alpha", "save_minutes"}
+
+
+def holds_gradients(accum: int) -> bool:
+    """More than one micro-step per optimizer step holds every gradient into the next micro-step's forward
+    (estimate.settings.HELD_MICRO_STEPS): 1 -> 4 moves the peak, 4 -> 8 does not."""
+    return accum > 1
 
 
 def _new_peak(cfg: Any, plan: Any) -> tuple[int | None, str]:
@@ -49,12 +56,16 @@ def check_plan_overrides(cfg: Any, plan_path: str | Path, force: bool = False, o
               f"cost were sized for {plan.model}; make a plan for this model (cheaptune plan {cfg.base_model} ...)",
               file=out)
     changed = getattr(cfg, "_plan_overrides", {})
-    if not changed:
+    # a flag, the config or another GPU count (planmerge.keep_batch) can make the run hold gradients the plan did not
+    held = holds_gradients(cfg.gradient_accumulation_steps) != holds_gradients(plan.train.grad_accum)
+    if not changed and not held:
         return None
-    origins = getattr(cfg, "_plan_override_origins", {})
-    listed = ", ".join(f"{k} {a} -> {b}" + (f" ({origins[k]})" if k in origins else "") for k, (a, b) in changed.items())
-    print(f"warning: these settings replace plan {plan_path}'s: {listed}", file=out)
-    if not MEMORY_KEYS & set(changed):
+    if changed:
+        origins = getattr(cfg, "_plan_override_origins", {})
+        listed = ", ".join(f"{k} {a} -> {b}" + (f" ({origins[k]})" if k in origins else "")
+                           for k, (a, b) in changed.items())
+        print(f"warning: these settings replace plan {plan_path}'s: {listed}", file=out)
+    if not MEMORY_KEYS & set(changed) and not held:
         return None
     peak, why = _new_peak(cfg, plan)
     gpu, mem = plan.offer.gpu, plan.prediction.gpu_memory_bytes

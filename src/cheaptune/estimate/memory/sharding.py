@@ -203,16 +203,18 @@ def _sharded_phases(single, per_gpu: dict[str, int], comm: int, synced_grads: in
     they are counted only when the backward holds the overall peak (the breakdown is taken there), so
     savings are never credited to a phase that did not have them. `grads_persist`: accumulated gradients
     (FSDP no_sync) live through the forwards too; `synced_grads`: what the optimizer step holds when that
-    differs from what the backward held.
+    differs from what the backward held. A single estimate with accumulation (inputs grad_accum > 1) holds every
+    gradient in every phase of its later micro-step, so each phase's one-GPU gradients give way to the per-GPU ones.
     """
     b = single.breakdown
     saved = {k: b.get(k, 0) - v for k, v in per_gpu.items()}
     static = saved["weights"] + saved["trainable_weights"] + saved["optimizer_state"]
     peak_phase = single.details.get("peak_phase")
     held = per_gpu["gradients"]
+    accumulating = single.inputs.get("grad_accum", 1) > 1
     out = {}
     for ph, v in single.phase_peaks.items():
-        had = ph == "optimizer" or ph == peak_phase
+        had = ph == "optimizer" or ph == peak_phase or accumulating
         now = (synced_grads if ph == "optimizer" and synced_grads is not None else held) \
             if had or grads_persist else 0
         out[ph] = max(v - static - (b.get("gradients", 0) if had else 0) + now, 0) + comm
