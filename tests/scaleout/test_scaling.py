@@ -63,6 +63,19 @@ def test_nodes_network_and_offload_cost_time():
     assert off.step_seconds > node.step_seconds
 
 
+def test_across_nodes_one_ring_over_every_rank_at_the_nic():
+    """nccl-tests doc/PERFORMANCE.md: t = S(n-1)/(nB) over all n ranks, B the slowest hop. 2 nodes x 8 and
+    16 nodes x 1 are the same 16-rank ring through the same NIC (a two-level sum gave 2 x 8 half the NIC time)."""
+    table, g, size = tp.load_table(), resolve_gpu("H100"), 16e9
+    nic = table["links"]["inter_node_gbs"]["ethernet"]["value"] * 1e9
+    two = communication(Layout(8, 2, "fsdp"), g, size, size, table)
+    wide = communication(Layout(1, 16, "fsdp"), g, size, size, table)
+    assert two.per_micro_s == pytest.approx(3 * 15 / 16 * size / nic)
+    assert wide.per_micro_s == pytest.approx(two.per_micro_s)
+    one = communication(Layout(8, 1, "fsdp"), g, size, size, table)
+    assert one.per_micro_s == pytest.approx(3 * 7 / 8 * size / (intra_node_gbs(g, table) * 1e9))
+
+
 def test_offload_of_a_4bit_base_costs_a_few_percent_not_half():
     on = run("RTX4090", "qlora", Layout(2, 1, "fsdp", offload=True))
     off = run("RTX4090", "qlora", Layout(2, 1, "fsdp"))

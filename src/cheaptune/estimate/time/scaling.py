@@ -5,9 +5,14 @@ are a few MB, a full fine-tune's are the whole model), FSDP/ZeRO-3 gather the st
 micro-step (0.56 B per weight for a 4-bit base, 2 B for bf16) and scatter the gradients, and CPU
 offload moves the shard over PCIe to the host. Time = bytes / the link's bandwidth (NVLink, PCIe without
 peer-to-peer on GeForce, the network between nodes), then hidden behind compute as far as the strategy
-overlaps (`exposed_seconds`). Ring collectives: all-reduce moves 2(n-1)/n of the data, all-gather and
-reduce-scatter (n-1)/n; across nodes each node's NIC carries the inter-node share. Constants:
-data/steptime.yaml.
+overlaps (`exposed_seconds`). Ring collectives over all n ranks: all-reduce moves 2(n-1)/n of the data,
+all-gather and reduce-scatter (n-1)/n, at the bus bandwidth of the ring's slowest hop (NVIDIA/nccl-tests@03a204a
+doc/PERFORMANCE.md: t = S(n-1)/(nB), B "the hardware bottleneck: NVLink, PCI, QPI, or network"). Across nodes
+that hop is the node's NIC: every ring crossing the node boundary shares it, so it carries (n-1)/n of the data
+for all n ranks, not (nodes-1)/nodes as a two-level (intra, then inter) sum would; measured busbw sits at the
+node's NIC total (NVIDIA/nccl-tests#119: 3 nodes x 8 A100, 4x 200 Gbit/s each, 85-96 of 100 GB/s). NCCL may
+all-reduce by tree across nodes, above the NIC rate on 2 nodes (NVIDIA/nccl#837), so DDP's ring time errs slow.
+Constants: data/steptime.yaml.
 """
 
 from __future__ import annotations
@@ -73,10 +78,12 @@ def _ring(nbytes: float, n: int, gbs: float, factor: float) -> float:
 
 
 def _collective(nbytes: float, layout: Layout, gpu: Any, table: dict, factor: float) -> float:
-    """Hierarchical ring: inside each node over its link, then between nodes over one NIC per node."""
-    inter = float(table["links"]["inter_node_gbs"][layout.network]["value"])
-    return (_ring(nbytes, layout.gpus_per_node, intra_node_gbs(gpu, table), factor)
-            + _ring(nbytes, layout.nodes, inter, factor))
+    """One ring over every rank at its slowest hop: the GPUs' link in one node, the node's NIC across nodes
+    (NCCL's all-gather and reduce-scatter are rings; the hops run concurrently, so the slowest one sets the time)."""
+    gbs = intra_node_gbs(gpu, table)
+    if layout.nodes > 1:
+        gbs = min(gbs, float(table["links"]["inter_node_gbs"][layout.network]["value"]))
+    return _ring(nbytes, layout.gpus, gbs, factor)
 
 
 def communication(layout: Layout, gpu: Any, stored_bytes: float, grad_bytes: float, table: dict) -> Comm:
