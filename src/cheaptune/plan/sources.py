@@ -16,6 +16,7 @@ from typing import Any
 from cheaptune.errors import BadInput
 from cheaptune.plan.candidates import WEIGHTS_FLOOR, FitFn, FitOutcome, MultiFitFn, planned_micro
 from cheaptune.plan.microsearch import Points, largest_fit, planned_points, weights_floor
+from cheaptune.plan.parallel import ParallelFit
 from cheaptune.plan.workload import Workload
 from cheaptune.util import atomic
 from cheaptune.util.paths import cache_dir
@@ -128,7 +129,8 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
 
     Micro-batches beyond the effective batch buy nothing, so `max_micro_batch` caps the search (and its cost);
     only the micro-batches the plan runs (candidates.planned_micro) are estimated, each once for every memory
-    size (`shared`: the same points for real_multi_fit).
+    size (`shared`: the same points for real_multi_fit). The fits the planner names ahead run in worker
+    processes, each (method, precision) one at a time (plan.parallel).
     """
     cap = max(1, min(max_micro_batch, MAX_MICRO_BATCH))
     points = shared or shared_points(spec, seq_len, lora_r, objective)
@@ -140,8 +142,7 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
         if floor > mem * (1 - headroom):  # no micro-batch can fit: nothing to simulate
             return FitOutcome(False, peak_bytes=floor, total_params=params, basis=WEIGHTS_FLOOR)
         def fit_with(pre: bool) -> FitOutcome:
-            key = _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, cap=cap, eb=effective_batch,
-                           p=precision, o=objective, pre=pre)
+            key = fit_key(method, mem, precision, pre)
 
             def compute() -> FitOutcome:
                 pts = accumulated(points, method, precision, pre, effective_batch, 1)
@@ -153,7 +154,21 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
 
         return _reference_choice(fit_with, method, objective, epochs)
 
-    return fit
+    def fit_key(method: str, mem: int, precision: str, pre: bool) -> str:
+        return _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, cap=cap, eb=effective_batch,
+                        p=precision, o=objective, pre=pre)
+
+    def cold(k: tuple[str, int, str]) -> bool:
+        """The fit simulates: above the weights floor and not on disk (so a warm plan forks no worker)."""
+        method, mem, precision = k
+        pres = (False, True) if objective == "dpo" and method == "full" else (False,)
+        return (weights_floor(params, method) <= mem * (1 - headroom)
+                and not all((cache_dir("plan_fits") / f"{fit_key(method, mem, precision, p)}.json").exists() for p in pres))
+
+    def warm(k: tuple[str, int, str]) -> object:  # the first point of this fit's search, made before forking
+        return accumulated(points, k[0], k[2], False, effective_batch, 1).at(micros[0], False)
+
+    return ParallelFit(fit, cold, warm)
 
 
 def real_multi_fit(spec: Any, seq_len: int, headroom: float, lora_r: int, effective_batch: int,
