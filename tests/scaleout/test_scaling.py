@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.errors import BadInput
 from cheaptune.estimate.time import throughput as tp
-from cheaptune.estimate.time.scaling import Layout, communication, intra_node_gbs
+from cheaptune.estimate.time.scaling import (
+    INTERCONNECT,
+    Layout,
+    communication,
+    intra_node_gbs,
+    no_peer_to_peer,
+)
 
 LLAMA_8B = tp.ModelShape(params=8_030_000_000, hidden=4096, layers=32, vocab=128256, tied_embeddings=False)
 LORA_PARAMS = 42_000_000
@@ -33,6 +40,16 @@ def test_links_nvlink_faster_than_pcie_and_geforce_has_no_peer_to_peer():
     table = tp.load_table()
     assert intra_node_gbs(resolve_gpu("A100-80GB"), table) > 5 * intra_node_gbs(resolve_gpu("L4"), table)
     assert intra_node_gbs(resolve_gpu("RTX4090"), table) < intra_node_gbs(resolve_gpu("L40S"), table)
+
+
+def test_a10g_has_no_peer_to_peer_like_geforce():
+    """data/interconnect.yaml: AWS g5's A10Gs cannot write to each other peer-to-peer, so NCCL goes through the
+    host; the A10 (same GA102, same PCIe gen4) keeps the full PCIe rate."""
+    table = tp.load_table()
+    entry = yaml.safe_load(INTERCONNECT.read_text())["no_peer_to_peer"]
+    assert "A10G" in no_peer_to_peer() and entry["source"] and entry["source_date"] != entry["read"]
+    a10g, a10 = intra_node_gbs(resolve_gpu("A10G"), table), intra_node_gbs(resolve_gpu("A10"), table)
+    assert a10g == pytest.approx(a10 * table["links"]["no_p2p_factor"]["value"])
 
 
 def test_lora_ddp_sends_only_adapter_gradients():

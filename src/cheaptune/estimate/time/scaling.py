@@ -4,7 +4,7 @@ Why bytes and not an efficiency table: what DDP sends is the trainable gradients
 are a few MB, a full fine-tune's are the whole model), FSDP/ZeRO-3 gather the stored weights every
 micro-step (0.56 B per weight for a 4-bit base, 2 B for bf16) and scatter the gradients, and CPU
 offload moves the shard over PCIe to the host. Time = bytes / the link's bandwidth (NVLink, PCIe without
-peer-to-peer on GeForce, the network between nodes), then hidden behind compute as far as the strategy
+peer-to-peer on GeForce and on the boards data/interconnect.yaml names, the network between nodes), then hidden behind compute as far as the strategy
 overlaps (`exposed_seconds`). Ring collectives over all n ranks: all-reduce moves 2(n-1)/n of the data,
 all-gather and reduce-scatter (n-1)/n, at the bus bandwidth of the ring's slowest hop (NVIDIA/nccl-tests@03a204a
 doc/PERFORMANCE.md: t = S(n-1)/(nB), B "the hardware bottleneck: NVLink, PCI, QPI, or network"). Across nodes
@@ -18,9 +18,15 @@ Constants: data/steptime.yaml.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from cheaptune.errors import BadInput
+
+INTERCONNECT = Path(__file__).resolve().parent.parent / "data" / "interconnect.yaml"
 
 NETWORKS = ("ethernet", "infiniband")
 SHARDINGS = ("ddp", "zero2", "zero3", "fsdp")
@@ -61,6 +67,15 @@ class Comm:
     per_micro_s: float = 0.0
 
 
+@lru_cache(maxsize=1)
+def no_peer_to_peer() -> frozenset[str]:
+    """Datacenter boards without GPU peer-to-peer in the instances that carry them (data/interconnect.yaml)."""
+    try:
+        return frozenset(yaml.safe_load(INTERCONNECT.read_text())["no_peer_to_peer"]["boards"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as err:
+        raise BadInput(f"{INTERCONNECT}: not a valid link table ({err}); restore it from the package") from None
+
+
 def intra_node_gbs(gpu: Any, table: dict) -> float:
     """Effective collective bandwidth per GPU inside one node, GB/s."""
     links, arch = table["links"], getattr(gpu, "arch", "")
@@ -68,7 +83,7 @@ def intra_node_gbs(gpu: Any, table: dict) -> float:
         return float(links["nvlink"].get(arch, links["nvlink"]["default"]))
     gen = int(links["pcie_gen"].get(arch, links["pcie_gen"]["default"]))
     gbs = 16 * 2 ** (gen - 3) * float(links["pcie_efficiency"]["value"])
-    if getattr(gpu, "tier", "") == "consumer":
+    if getattr(gpu, "tier", "") == "consumer" or getattr(gpu, "name", "") in no_peer_to_peer():
         gbs *= float(links["no_p2p_factor"]["value"])
     return gbs
 
