@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # imported where a pool starts: a warm plan never pays for th
 
 ENV = "CHEAPTUNE_WORKERS"
 MAX_WORKERS = 4  # more workers than (method, precision) groups a plan has (4-6) buy nothing
-WINDOW = 8  # fits looked at ahead: the planner's ranking cuts the list off, so few past it are wasted
+WINDOW = 16  # fits looked at ahead: the planner's ranking cuts the list off, so few past it are wasted
 Key = tuple[str, int, str]  # (method, gpu memory bytes, precision)
 
 _FIT: FitFn | None = None  # the serial fit the forked workers run (inherited, so closures need no pickling)
