@@ -154,7 +154,8 @@ def job_of(row: dict, stack: str, network: str = "ethernet", work: Workload | No
     work = work or workload(row)
     attn = ATTN_AS.get(row["attn"], row["attn"]) or "sdpa"
     job = tp.Job(shape, row["method"], work.seq_len, int(row["micro_batch"]), row["grad_ckpt"] == "yes",
-                 trainable(spec.config, row), int(row["grad_accum"] or 1), attn=attn, stack=stack)
+                 trainable(spec.config, row), int(row["grad_accum"] or 1), attn=attn, stack=stack,
+                 adapted_modules=tp.adapted_per_layer(row.get("lora_targets")))
     gpus, nodes = int(row["gpus_per_node"]), int(row["nodes"])
     layout = Layout(gpus, nodes, row["sharding"] or None, row["offload"] == "yes", row.get("network") or network)
     return job, resolve_gpu(row["gpu"]), layout, shape
@@ -209,9 +210,8 @@ def evaluate(jobs: list[dict], through: list[dict], grid: dict = ta.GRID) -> tup
         try:
             if key not in fits:
                 others = [r for r in through if r["source"] != row["source"]]
-                mine = [r for r in others if ta.stack_of(r) == stack]
-                pooled = ta.fit(others, base, grid)
-                fits[key] = ta.fit_stack(mine, base, grid, pooled) if mine else pooled
+                tables = ta.fitted_tables(others, base, grid)  # the throughput bench's fit, shared constants too
+                fits[key] = tables.get(stack, tables["pooled"])
             # a job row without a network takes the one its source's own throughput rows state
             nets = {r["network"] for r in through if r["source"] == row["source"] and r["network"]}
             p = predict(row, ta.with_constants(base, "fit", fits[key]), consts, nets.pop() if len(nets) == 1 else "ethernet")

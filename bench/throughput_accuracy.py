@@ -50,14 +50,26 @@ LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_
 # Rows written before the `stack` column: the stack their source ran.
 SOURCE_STACK = {"torchtune-readme": "torchtune", "fms-fsdp-readme": "fms-fsdp", "vectorlm-docs": "vectorlm",
                 "torchtitan-perf": "torchtitan"}
-GRID = {"e_max": (0.35, 0.45, 0.55, 0.62, 0.7, 0.78, 0.86), "tokens_half": (100, 300, 900),
-        "hidden_half": (300, 1200), "full": (0.0002, 0.001, 0.003, 0.006), "adapter": (0.0005, 0.0015, 0.004),
+# The few-token penalty is a launch-bound floor per micro-step: a fixed cost per layer (full) and per adapted
+# linear per layer (per_module; adapters), independent of tokens and board. tokens_half is held at 0: a hyperbolic
+# efficiency in tokens is a second form of the same penalty that large-token rows cannot tell from the fixed cost;
+# fitted in each held-out fold, tokens_half (0, 100) read x1.329 typical, 0 alone x1.272. An adapter's per-layer
+# cost is the per-module one alone: with its own grid besides (0..0.004) the held-out typical read x1.214, without
+# x1.194 (issue 28; 174 rows).
+GRID = {"e_max": (0.35, 0.45, 0.55, 0.62, 0.7, 0.78, 0.86), "tokens_half": (0,), "hidden_half": (300, 1200),
+        "full": (0.0, 0.001, 0.002, 0.004), "adapter": (0.0,), "per_module": (0.0, 0.0002, 0.0004, 0.0006, 0.001),
         "elementwise_bytes": (0, 100, 250)}
+# Constants one value of which every stack shares, chosen by the per-stack fits' score over all rows: the
+# elementwise bytes (memory-bound work) and the fixed costs (kernel launches and host overhead per micro-step).
+# Within one stack's rows, mostly at many tokens on one board, none can be told apart from the efficiency;
+# across stacks, boards, token counts and adapted-module counts they can. Fixed costs fitted per stack read
+# x1.310 typical held out, shared x1.272, shared with per_module x1.19-1.21.
+SHARED = ("elementwise_bytes", "full", "adapter", "per_module")
 PRODUCT_STACKS = ("torchtune", "hf", "unsloth")  # stacks with constants of their own in steptime.yaml
 MIN_SOURCES = 2  # a stack with fewer sources fits e_max alone, the rest from the pooled fit: 5 constants on
 # one benchmark's few rows would fit its noise
-QUICK = {"e_max": (0.55, 0.7, 0.86), "tokens_half": (200, 800), "hidden_half": (600,), "full": (0.0008,),
-         "adapter": (0.0005, 0.002), "elementwise_bytes": (0, 200)}
+QUICK = {"e_max": (0.55, 0.7, 0.86), "tokens_half": (0,), "hidden_half": (600,), "full": (0.001,),
+         "adapter": (0.0,), "per_module": (0.0002, 0.0006), "elementwise_bytes": (0, 200)}
 TARGETS = {"typical": 1.15, "bias": 0.10, "board_typical": 1.3, "worst": 2.0, "coverage": (0.75, 0.85)}
 
 
@@ -101,7 +113,7 @@ def _job(row_id: str) -> tuple[tp.Job, object, Layout, tp.ModelShape]:
     trainable = (lora_params(spec.config, int(row["lora_r"]), row.get("lora_targets") or "")
                  if row["method"] != "full" else 0)
     job = tp.Job(shape, row["method"], int(row["seq_len"]), int(row["micro_batch"]), row["grad_ckpt"] == "yes",
-                 trainable, attn=row["attn"])
+                 trainable, attn=row["attn"], adapted_modules=tp.adapted_per_layer(row.get("lora_targets")))
     gpus, nodes = int(row["gpus_per_node"]), int(row["nodes"])
     layout = Layout(gpus, nodes, row["sharding"] or None, row["offload"] == "yes", row["network"] or "ethernet")
     return job, resolve_gpu(row["gpu"]), layout, shape
@@ -132,7 +144,7 @@ def with_constants(base: dict, stack: str, c: dict) -> dict:
     """`base` with stack `stack`'s efficiency, fixed cost and elementwise bytes set to `c` (no other stack
     changed; a grid without elementwise_bytes leaves that term out)."""
     entry = {"efficiency": {k: c[k] for k in ("e_max", "tokens_half", "hidden_half")},
-             "fixed_per_layer_s": {"full": c["full"], "adapter": c["adapter"]},
+             "fixed_per_layer_s": {"full": c["full"], "adapter": c["adapter"], "per_module": c.get("per_module", 0.0)},
              "elementwise_bytes": c.get("elementwise_bytes", 0.0)}
     return {**base, "stacks": {**base["stacks"], stack: entry}}
 
@@ -151,7 +163,8 @@ def fit(rows: list[dict], base: dict, grid: dict = GRID) -> dict:
     """Grid search of one stack's constants on `rows` (all of one stack): least mean |ln ratio| + 0.2 worst.
     The fixed cost of a method class with no row keeps the grid's first value: nothing measured it."""
     has = {("full" if r["method"] == "full" else "adapter") for r in rows}
-    g = {k: (v if k not in ("full", "adapter") or k in has else v[:1]) for k, v in grid.items()}
+    g = {k: (v if k not in ("full", "adapter", "per_module") or k.replace("per_module", "adapter") in has else v[:1])
+         for k, v in grid.items()}
     best = None
     for values in itertools.product(*g.values()):
         c = dict(zip(g, values, strict=True))
@@ -177,13 +190,12 @@ def _tables_at(rows: list[dict], base: dict, grid: dict) -> dict[str, dict]:
 
 
 def fitted_tables(rows: list[dict], base: dict, grid: dict) -> dict[str, dict]:
-    """{stack: constants} fitted on each stack's own rows, and 'pooled' on every row. The elementwise bytes
-    (a roofline term: memory-bound work over the board's bandwidth) is one value shared by every stack, the one
-    whose per-stack fits score best over all `rows`: within one stack's rows, mostly on one board, it cannot
-    be told apart from the efficiency; across boards of different FLOPs per byte it can."""
+    """{stack: constants} fitted on each stack's own rows, and 'pooled' on every row. The SHARED constants take one
+    value for every stack: the one whose per-stack fits score best over all `rows` (see SHARED for why)."""
+    shared = [k for k in SHARED if k in grid]
     best = None
-    for k in grid.get("elementwise_bytes", (0.0,)):
-        tables = _tables_at(rows, base, {**grid, "elementwise_bytes": (k,)})
+    for values in itertools.product(*(grid[k] for k in shared)):
+        tables = _tables_at(rows, base, {**grid, **{k: (v,) for k, v in zip(shared, values, strict=True)}})
         errs = [abs(math.log(predict(r, with_constants(base, "fit", tables[stack_of(r)]), "fit") / measured(r)))
                 for r in rows]
         s = statistics.fmean(errs)

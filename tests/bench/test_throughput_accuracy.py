@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 
 import pytest
@@ -102,3 +103,24 @@ def test_rows_of_no_named_stack_are_each_their_own_sources_stack(bench):
     held = ta.loso(rows(ta, ("vectorlm-docs", "torchtune-readme")), ta.tp.load_table(), TINY)
     vl = [h["how"] for k, h in held.items() if k.startswith("VL")]
     assert vl and all(how.startswith("no other source of its stack") for how in vl)
+
+
+def test_the_fixed_costs_and_elementwise_bytes_are_one_value_shared_by_every_stack(bench):
+    """Launch-bound floors and memory-bound bytes cannot be told from the efficiency within one stack's rows:
+    every stack gets the one value that scores best over all rows, not its own."""
+    ta = bench("throughput_accuracy")
+    grid = {**TINY, "full": (0.0, 0.002), "per_module": (0.0, 0.0006), "elementwise_bytes": (0, 100)}
+    rs = rows(ta, ("torchtune-readme", "peft-method-comparison"))
+    assert len({ta.stack_of(r) for r in rs}) == 2
+    base = ta.tp.load_table()
+    tables = ta.fitted_tables(rs, base, grid)
+    shared = {(t["full"], t["per_module"], t["elementwise_bytes"]) for t in tables.values()}
+    assert len(shared) == 1
+
+    def score(t):
+        return sum(abs(math.log(ta.predict(r, ta.with_constants(base, "fit", t[ta.stack_of(r)]), "fit")
+                                / ta.measured(r))) for r in rs)
+
+    for full, per, eb in itertools.product(grid["full"], grid["per_module"], grid["elementwise_bytes"]):
+        other = ta._tables_at(rs, base, {**grid, "full": (full,), "per_module": (per,), "elementwise_bytes": (eb,)})
+        assert score(tables) <= score(other) + 1e-12

@@ -83,6 +83,28 @@ def test_small_micro_steps_are_less_efficient_and_fixed_cost_does_not_shrink():
     assert small.parts["fixed"] == pytest.approx(big.parts["fixed"])
 
 
+def test_adapted_linears_per_layer_follow_the_lora_targets():
+    assert tp.adapted_per_layer("q,v") == tp.adapted_per_layer("q_proj,v_proj") == 2
+    assert tp.adapted_per_layer("mlp") == 3 and tp.adapted_per_layer("q,k,v,o,mlp") == 7
+    assert tp.adapted_per_layer("") == tp.adapted_per_layer(None) == tp.adapted_per_layer("all-linear") == 7
+
+
+def test_each_adapted_linear_adds_a_fixed_cost_per_layer_and_micro_step():
+    """The launch-bound floor: a LoRA on q,v pays for 2 wrapped linears per layer, all-linear for 7; a full
+    fine-tune and prompt tuning wrap none."""
+    table = tp.load_table()
+    per = 0.0004
+    hf = tp.stack_constants(table, "hf")
+    t = {**table, "stacks": {**table["stacks"], "hf": {**hf, "fixed_per_layer_s": {
+        **hf["fixed_per_layer_s"], "per_module": {"value": per}}}}}
+    qv = tp.step_time(job(method="lora", grad_accum=3, adapted_modules=2), A100, table=t)
+    every = tp.step_time(job(method="lora", grad_accum=3, adapted_modules=7), A100, table=t)
+    assert every.parts["fixed"] - qv.parts["fixed"] == pytest.approx(3 * LLAMA_8B.layers * 5 * per)
+    for method in ("full", "prompt_tuning"):
+        a, b = (tp.step_time(job(method=method, adapted_modules=n), A100, table=t) for n in (2, 7))
+        assert a.parts["fixed"] == pytest.approx(b.parts["fixed"])
+
+
 def test_long_sequences_cost_little_with_flash_attention_and_much_with_eager():
     short = tp.step_time(job(seq=2048, micro=4), A100).tokens_per_s
     long = tp.step_time(job(seq=8192, micro=1), A100).tokens_per_s

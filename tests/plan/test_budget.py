@@ -33,9 +33,10 @@ def test_the_budget_buys_the_most_epochs_judged_at_p90():
 
 
 def test_an_option_whose_p90_misses_the_budget_is_excluded_and_says_so():
-    best = run(Constraints(), W).recommended
+    # the first option whose band reaches above its point estimate (the recommended one's held-out rows may all
+    # read faster than predicted, putting its p90 at the point estimate)
+    best = next(o for o in run(Constraints(), W).options if p90_total(o) > o.total)
     p50, p90 = best.total, p90_total(best)
-    assert p90 > p50
     try:
         r = run(Constraints(budget_usd=(p50 + p90) / 2), W)
     except Infeasible as err:  # nothing else fits at p90 either: the error names the p90 it misses by

@@ -56,7 +56,7 @@ def test_intervals_from_the_public_residuals_or_the_runs_own_spread():
     assert lo < hi and lo <= best.details["p10_p90"]["p50_hours"] <= hi
     assert best.details["p10_p90"]["basis"] == best.details["interval"]["basis"]  # estimate.intervals
     note = raw.notes[-1]
-    assert note.startswith("p50 ") and "; p90 " in note and "p10-p90" in note and "held-out rows" in note
+    assert note.startswith("p50 ") and "; p90 " in note and "p10-p90" in note and "held-out" in note
     narrow = plan()
     f = Factor(narrow.recommended.gpu, narrow.recommended.method, 1.0, 1.0, runs=5, speed_log_sd=0.02)
     add_intervals(narrow, {(f.gpu, f.method): f})

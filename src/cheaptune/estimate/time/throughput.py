@@ -2,7 +2,8 @@
 
 Why a step-time model instead of one MFU per GPU class: what a fine-tune's step costs depends on how
 many tokens each matmul sees (small micro-steps waste the GPU), the model width, a per-layer cost that
-does not shrink with tokens (kernel launches, LoRA's small matmuls), memory-bound work (the elementwise ops
+does not shrink with tokens (kernel launches and host overhead per layer, and per adapted linear: LoRA's
+small kernels; the launch-bound floor that dominates at few tokens per micro-step), memory-bound work (the elementwise ops
 between the matmuls, the optimizer step, QLoRA dequantisation) and what the sharding strategy sends over which link. Each part is
 arithmetic on the architecture over a rate with a cited source; fitted constants name their rows
 (`data/steptime.yaml`). The efficiency and fixed cost are per trainer stack (`stacks`), each fitted on its own
@@ -28,6 +29,16 @@ CAUSAL_FRACTION = 0.5  # a causal mask computes half of the seq x seq score matr
 ATTN_KERNELS = ("sdpa", "flash", "eager")
 ADAPTER_METHODS = ("lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning")
 GRAD_BYTES = {"full": 2}  # bf16-true full fine-tunes keep bf16 gradients; adapters train in fp32
+LINEAR_ADAPTERS = ("lora", "qlora", "dora", "ia3")  # methods that wrap linear layers (a per-module fixed cost)
+BLOCK_LINEARS = {"q": 1, "k": 1, "v": 1, "o": 1, "gate": 1, "up": 1, "down": 1, "mlp": 3, "all-linear": 7}
+
+
+def adapted_per_layer(targets: str | None) -> int:
+    """Linear layers per transformer block an adapter wraps, from LoRA-style targets ('q,v', 'mlp',
+    'all-linear'; empty or None is all-linear, cheaptune's default). Each wrapped linear launches its own
+    small kernels per micro-step (peft: lora_B(lora_A(dropout(x))) * scaling, added to the base output)."""
+    names = [t.strip().removesuffix("_proj") for t in (targets or "").split(",") if t.strip()]
+    return sum(BLOCK_LINEARS.get(n, 1) for n in names) or BLOCK_LINEARS["all-linear"]
 
 
 @dataclass(frozen=True)
@@ -200,6 +211,7 @@ class Job:
     objective: str = "sft"  # dpo | orpo: micro_batch counts pairs, each two rows (chosen, rejected)
     reference: float = 0.0  # reference forwards per token (reference_passes)
     stack: str = "cheaptune"  # whose trainer runs the step (steptime.yaml stacks): cheaptune = HF Trainer/TRL
+    adapted_modules: int = BLOCK_LINEARS["all-linear"]  # linears per block an adapter wraps (adapted_per_layer)
 
     @property
     def rows(self) -> int:
@@ -245,7 +257,9 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     micro_compute = tokens * ((f.total - f.attention) / rate + f.attention / (rate * attn_eff))
     kind = "full" if job.method == "full" else "adapter"
     consts = stack_constants(table, job.stack)
-    micro_fixed = shape.layers * _v(consts["fixed_per_layer_s"][kind])
+    fixed = consts["fixed_per_layer_s"]
+    wrapped = job.adapted_modules if job.method in LINEAR_ADAPTERS else 0
+    micro_fixed = shape.layers * (_v(fixed[kind]) + wrapped * _v(fixed.get("per_module", 0.0)))
     bw = gpu.mem_bw_gbs * 1e9
     micro_elementwise = tokens * elementwise_bytes_per_token(shape, job, consts) / bw
     micro_dequant = 0.0
@@ -289,7 +303,8 @@ def step_time_for(req: Any, trainable_params: int, gpu: Any, gpus_per_node: int 
     precision = compute_dtype(req.precision, getattr(gpu, "bf16", False))
     job = Job(ModelShape.from_config(cfg, count_params(cfg)), req.method, req.seq_len, req.micro_batch,
               req.grad_ckpt, trainable_params, grad_accum, precision, req.attn, req.objective,
-              reference_passes(req.objective, req.precompute_ref, epochs), stack_for(req.trainer))
+              reference_passes(req.objective, req.precompute_ref, epochs), stack_for(req.trainer),
+              adapted_per_layer(getattr(req, "lora_targets", None)))
     gpus = gpus_per_node * nodes
     sharding = (req.sharding or "ddp") if gpus > 1 else None
     return step_time(job, gpu, scaling.Layout(gpus_per_node, nodes, sharding, req.offload, network))
