@@ -157,19 +157,20 @@ class ParallelFit:
         if self._pool is None:
             if len(ready) < 2:  # one group: the parent is as fast alone
                 return
-            self._open(self._queued[ready[0]][0], len(ready))
+            self._open([self._queued[g][0] for g in ready], len(ready))
         for group in ready[: max(0, self._size - len(self._running))]:
             key = self._queued[group].pop(0)
             self._running[self._pool.submit(_run, key)] = key
 
-    def _open(self, first: Key, groups: int) -> None:
-        """Fork the workers after one estimate here (`warm`, the first point of `first`'s search): torch,
-        transformers, peft and the model's class (4 s of imports) are then loaded once, and inherited."""
+    def _open(self, firsts: list[Key], groups: int) -> None:
+        """Fork the workers after the first point of each group's first search is estimated here (`warm`):
+        torch, transformers, peft, bitsandbytes and the model's class (4 s of imports) and what each kind of
+        step loads on first use are then loaded once, and inherited, not once per worker."""
         global _FIT
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        if self._warm is not None:
+        for first in firsts if self._warm is not None else ():
             with contextlib.suppress(Exception):  # the fit that needs this point raises it where the planner asks
                 self._warm(first)
         _FIT = self._fit
