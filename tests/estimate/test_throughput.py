@@ -85,6 +85,7 @@ def test_small_micro_steps_are_less_efficient_and_fixed_cost_does_not_shrink():
 
 def test_adapted_linears_per_layer_follow_the_lora_targets():
     assert tp.adapted_per_layer("q,v") == tp.adapted_per_layer("q_proj,v_proj") == 2
+    assert tp.adapted_per_layer("qv") == 2 and tp.adapted_per_layer("attention,lm_head") == 4
     assert tp.adapted_per_layer("mlp") == 3 and tp.adapted_per_layer("q,k,v,o,mlp") == 7
     assert tp.adapted_per_layer("") == tp.adapted_per_layer(None) == tp.adapted_per_layer("all-linear") == 7
 

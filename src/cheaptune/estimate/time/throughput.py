@@ -30,15 +30,18 @@ ATTN_KERNELS = ("sdpa", "flash", "eager")
 ADAPTER_METHODS = ("lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning")
 GRAD_BYTES = {"full": 2}  # bf16-true full fine-tunes keep bf16 gradients; adapters train in fp32
 LINEAR_ADAPTERS = ("lora", "qlora", "dora", "ia3")  # methods that wrap linear layers (a per-module fixed cost)
-BLOCK_LINEARS = {"q": 1, "k": 1, "v": 1, "o": 1, "gate": 1, "up": 1, "down": 1, "mlp": 3, "all-linear": 7}
+# Linears per Llama-style block (q, k, v, o; gate, up, down) each target name or preset
+# (estimate/memory/targets.py) wraps; lm_head is one per model, not per block. Another name counts one.
+BLOCK_LINEARS = {"q": 1, "k": 1, "v": 1, "o": 1, "gate": 1, "up": 1, "down": 1, "qv": 2, "attention": 4,
+                 "mlp": 3, "all-linear": 7, "lm_head": 0}
 
 
 def adapted_per_layer(targets: str | None) -> int:
-    """Linear layers per transformer block an adapter wraps, from LoRA-style targets ('q,v', 'mlp',
+    """Linear layers per transformer block an adapter wraps, from LoRA-style targets ('q,v', 'qv', 'mlp',
     'all-linear'; empty or None is all-linear, cheaptune's default). Each wrapped linear launches its own
     small kernels per micro-step (peft: lora_B(lora_A(dropout(x))) * scaling, added to the base output)."""
     names = [t.strip().removesuffix("_proj") for t in (targets or "").split(",") if t.strip()]
-    return sum(BLOCK_LINEARS.get(n, 1) for n in names) or BLOCK_LINEARS["all-linear"]
+    return sum(BLOCK_LINEARS.get(n, 1) for n in names) if names else BLOCK_LINEARS["all-linear"]
 
 
 @dataclass(frozen=True)
