@@ -5,9 +5,9 @@ for next (`ahead`). A fit's search depends only on its own points (microsearch),
 (method, precision) share points, so each such group runs one fit at a time, in the order asked, and
 different groups run side by side; workers share points through the on-disk estimate cache (atomic
 writes). Results are handed back in the order the planner asks, an error as the same exception, so the
-plan is the serial plan byte for byte. Workers are forked after the parent has made one estimate (they
-inherit its imports). CHEAPTUNE_WORKERS=1, one core, or no fork (not Linux):
-serial in this process. The workers live until the planner says it needs no more fits.
+plan is the serial plan byte for byte. Workers are forked after the parent has estimated each group's
+first point (they inherit its imports) and live until the planner says it needs no more fits.
+CHEAPTUNE_WORKERS=1, one core, or not Linux (no fork): serial in this process.
 """
 
 from __future__ import annotations
