@@ -243,6 +243,21 @@ def _finite_positive(x: object) -> bool:
     return isinstance(x, int | float) and math.isfinite(x) and x > 0
 
 
+def _run(argv: list[str], what: str) -> tuple[object, str]:
+    """Exit code and combined output of `cheaptune *argv` in this process; any exception but SystemExit fails the
+    test, naming the edited input (`what`)."""
+    buf = io.StringIO()
+    code: object = 0
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        try:
+            main(argv)
+        except SystemExit as exc:
+            code = 0 if exc.code is None else exc.code
+        except BaseException:
+            pytest.fail(f"{argv[0]} with {what} raised:\n{traceback.format_exc()}")
+    return code, buf.getvalue()
+
+
 def _guard_rails_on(out: Path) -> None:
     """What a task that launched would run with: a real price per cloud, a real cap, a real budget, and a
     train config (built on the machine exactly as there) whose meter and cap are on."""
@@ -281,16 +296,7 @@ def test_hand_edited_plan_and_config_never_launch_with_a_guard_rail_off(edit, tm
         (tmp_path / "train.yaml").write_text(yaml.safe_dump(config))
         out = tmp_path / "o" / "task.yaml"
         argv = ["launch", "plan.yaml", "--config", "train.yaml", "--dry-run", "--out", str(out), "--install", "cheaptune"]
-        buf = io.StringIO()
-        code: object = 0
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            try:
-                main(argv)
-            except SystemExit as exc:
-                code = 0 if exc.code is None else exc.code
-            except BaseException:
-                pytest.fail(f"launch with {edit} {plan if edit == 'plan' else config!r} raised:\n{traceback.format_exc()}")
-        text = buf.getvalue()
+        code, text = _run(argv, f"{edit} {plan if edit == 'plan' else config!r}")
         assert code in (0, 2, 3) and "Traceback" not in text, f"exit {code!r}: {text[-600:]}"
         if _same(plan, good_plan) and _same(config, GOOD_CONFIG):  # unedited, or edited to the same values
             assert code == 0, text[-600:]
@@ -346,16 +352,8 @@ def test_hand_edited_plan_and_config_never_train_with_a_guard_rail_off(edit, tmp
         (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
         (tmp_path / "train.yaml").write_text(yaml.safe_dump(config))
         ran.clear()
-        buf = io.StringIO()
-        code: object = 0
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            try:
-                main(["train", "train.yaml", "--plan", "plan.yaml", "--device", "cpu", "-o", str(tmp_path / "o")])
-            except SystemExit as exc:
-                code = 0 if exc.code is None else exc.code
-            except BaseException:
-                pytest.fail(f"train with {edit} {plan if edit == 'plan' else config!r} raised:\n{traceback.format_exc()}")
-        text = buf.getvalue()
+        code, text = _run(["train", "train.yaml", "--plan", "plan.yaml", "--device", "cpu", "-o", str(tmp_path / "o")],
+                          f"{edit} {plan if edit == 'plan' else config!r}")
         assert code in (0, 2, 3) and "Traceback" not in text, f"exit {code!r}: {text[-600:]}"
         if _same(plan, good_plan) and _same(config, GOOD_CONFIG):  # unedited, or edited to the same values
             assert code == 0, text[-600:]
@@ -383,16 +381,7 @@ def test_doctor_on_a_hand_edited_config_refuses_what_train_refuses(tmp_path, mon
     @example(config=GOOD_CONFIG)
     def check(config: dict) -> None:
         (tmp_path / "train.yaml").write_text(yaml.safe_dump(config))
-        buf = io.StringIO()
-        code: object = 0
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            try:
-                main(["doctor", "train.yaml"])
-            except SystemExit as exc:
-                code = 0 if exc.code is None else exc.code
-            except BaseException:
-                pytest.fail(f"doctor on {config!r} raised:\n{traceback.format_exc()}")
-        text = buf.getvalue()
+        code, text = _run(["doctor", "train.yaml"], repr(config))
         assert code in (0, 2) and "Traceback" not in text, f"exit {code!r}: {text[-600:]}"
         try:
             cfg = build(tmp_path / "train.yaml")
