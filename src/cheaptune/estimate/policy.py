@@ -61,6 +61,10 @@ DEFAULT_PRECISION: dict[str, str] = {
 NO_BF16_PRECISION = "fp16-mixed"
 DEFAULT_QUANT = {"qlora": "nf4-dq"}
 DEFAULT_OPTIMIZER = "adamw"
+# Micro-steps the memory simulation runs per optimizer step, at most: with accumulation the second holds the first's
+# gradients (zero_grad comes only after the optimizer step), like every later one, so any accumulation of 2 or more
+# sizes as 2 and shares one cached estimate.
+HELD_MICRO_STEPS = 2
 LORA_DROPOUT = 0.0
 VIRTUAL_TOKENS = 20
 QLORA_ADAPTER_DTYPE = "bfloat16"  # trl's cast for quantized models (SFTTrainer.__init__)

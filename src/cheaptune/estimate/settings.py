@@ -15,13 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from cheaptune.estimate import policy
 from cheaptune.estimate.rl_settings import RLSettings
 
-# The memory simulation runs min(grad_accum, 2) micro-steps (estimate/memory/simulate.py _run_steps): the second
-# holds the first's gradients, like every later one, so any accumulation of 2 or more sizes as 2 and shares its
-# cached estimate. Measured on SmolLM2-135M (seq 512, micro-batch 1): full +256.6 MiB device total (the bf16
+# The memory simulation runs min(grad_accum, policy.HELD_MICRO_STEPS) micro-steps (estimate/memory/simulate.py
+# _run_steps). Measured on SmolLM2-135M (seq 512, micro-batch 1): full +256.6 MiB device total (the bf16
 # gradient of each of its 134.5M weights), LoRA r16 +18.6 MiB (its 4.9M fp32 adapter gradients); on Llama-2-7B
 # (seq 1024, micro-batch 4) LoRA +167 MiB, QLoRA +93 MiB: above the caching allocator's 20 MiB segment, so
 # adapters are simulated with their accumulation too.
-HELD_MICRO_STEPS = 2
 SHARDINGS = ("ddp", "zero2", "zero3", "fsdp", "fsdp+offload", "zero2+offload", "zero3+offload")
 LORA_METHODS = ("lora", "qlora", "dora")
 # The policy's names are the allowed values, so the estimator, the plan file and the trainer share one list.
@@ -116,7 +114,7 @@ class TrainSettings(BaseModel):
             lora_targets=self.lora_targets or "all-linear", lora_dropout=self.lora_dropout, micro_batch=self.micro_batch, seq_len=self.seq_len,
             precision=self.precision, quant=self.quant, grad_ckpt=self.grad_ckpt, optimizer=self.optimizer,
             attn=self.attn, loss=self.loss, gpus=self.gpus, sharding=self.sharding_name, offload=self.offload,
-            allow_long_context=True, precompute_ref=self.precompute_ref, grad_accum=min(self.grad_accum, HELD_MICRO_STEPS),
+            allow_long_context=True, precompute_ref=self.precompute_ref, grad_accum=min(self.grad_accum, policy.HELD_MICRO_STEPS),
             objective="sft" if self.objective == "grpo" else self.objective,  # GRPO's policy step: rl.grpo_setup
         )
 

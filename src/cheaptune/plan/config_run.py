@@ -259,7 +259,7 @@ def config_fit(run: ConfigRun, headroom: float) -> FitFn:
     when that peak leaves `headroom` free. Sized for cheaptune's trainer (`run.settings`), the settings a
     saved plan stores; else without an explicit precision another trainer takes its profile's default."""
     from cheaptune.estimate.memory.memory import estimate_memory
-    from cheaptune.estimate.settings import HELD_MICRO_STEPS
+    from cheaptune.estimate.policy import HELD_MICRO_STEPS
 
     base = run.request
     accum = planned_micro(base.micro_batch, run.effective_batch)[1]  # what the plan saves: > 1 holds the gradients

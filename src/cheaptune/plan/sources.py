@@ -35,8 +35,12 @@ def _fit_key(spec: Any, **parts: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
+def _fit_path(key: str) -> Path:
+    return cache_dir("plan_fits") / f"{key}.json"
+
+
 def _cached(key: str, compute) -> FitOutcome:
-    path = cache_dir("plan_fits") / f"{key}.json"
+    path = _fit_path(key)
     try:
         return FitOutcome(**json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
@@ -69,6 +73,11 @@ def _request(spec: Any, method: str, seq_len: int, lora_r: int, precision: str, 
     return settings.request(spec.id)
 
 
+def _reference_ways(method: str, objective: str) -> tuple[bool, ...]:
+    """The precompute_ref values a fit tries: both for DPO full fine-tuning (_reference_choice), else no."""
+    return (False, True) if objective == "dpo" and method == "full" else (False,)
+
+
 def _reference_choice(fit_with, method: str, objective: str, epochs: float) -> FitOutcome:
     """`fit_with(precompute_ref)`; for DPO full fine-tuning both ways, and the one to run, with why.
 
@@ -76,7 +85,7 @@ def _reference_choice(fit_with, method: str, objective: str, epochs: float) -> F
     data before training instead of one per epoch (estimate.throughput.reference_passes). Precompute when the
     copy does not fit, or when it is cheaper: more than one epoch, or a larger micro-batch fits without the copy.
     """
-    if objective != "dpo" or method != "full":
+    if _reference_ways(method, objective) == (False,):
         return fit_with(False)
     copy, pre = fit_with(False), fit_with(True)
     if not pre.fits:
@@ -161,9 +170,9 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
     def cold(k: tuple[str, int, str]) -> bool:
         """The fit simulates: above the weights floor and not on disk (so a warm plan forks no worker)."""
         method, mem, precision = k
-        pres = (False, True) if objective == "dpo" and method == "full" else (False,)
         return (weights_floor(params, method) <= mem * (1 - headroom)
-                and not all((cache_dir("plan_fits") / f"{fit_key(method, mem, precision, p)}.json").exists() for p in pres))
+                and not all(_fit_path(fit_key(method, mem, precision, p)).exists()
+                            for p in _reference_ways(method, objective)))
 
     def warm(k: tuple[str, int, str]) -> object:  # the first point of this fit's search, made before forking
         return accumulated(points, k[0], k[2], False, effective_batch, 1).at(micros[0], False)

@@ -18,7 +18,7 @@ MEMORY_KEYS = set(SETTING_KEYS) - {"num_epochs", "gradient_accumulation_steps", 
 
 def holds_gradients(accum: int) -> bool:
     """More than one micro-step per optimizer step holds every gradient into the next micro-step's forward
-    (estimate.settings.HELD_MICRO_STEPS): 1 -> 4 moves the peak, 4 -> 8 does not."""
+    (estimate.policy.HELD_MICRO_STEPS): 1 -> 4 moves the peak, 4 -> 8 does not."""
     return accum > 1
 
 

@@ -26,7 +26,7 @@ from cheaptune.estimate.memory.mechanisms import mechanism, profile_policy
 from cheaptune.estimate.memory.moe_dispatch import grouped_mm_bf16_only
 from cheaptune.estimate.memory.quiet import fake_tensor_log_muted
 from cheaptune.estimate.memory.tracker import PeakTracker
-from cheaptune.estimate.policy import hf_optim
+from cheaptune.estimate.policy import HELD_MICRO_STEPS, hf_optim
 
 PHASES = ("forward", "backward", "optimizer")
 LR = 1e-4
@@ -269,7 +269,7 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin, replay
                 else contextlib.nullcontext())
     # with accumulation, micro-steps after the first run forward and backward over the gradients the ones before
     # left in .grad (zero_grad only after the optimizer step); the second is like every later one
-    micro_steps = min(req.grad_accum, 2)
+    micro_steps = min(req.grad_accum, HELD_MICRO_STEPS)
     for step in range(steps):
         tracker.reset_peaks()
         with tracker:
