@@ -181,18 +181,14 @@ class TrainConfig(GrpoFields, BaseModel):
     def version_notes(self) -> list[str]:
         """One line per pinned library whose installed version differs (the estimate was for the pinned one),
         and one when `trainer` names another trainer than the one `cheaptune train` runs."""
-        from importlib import metadata
-
         from packaging.version import Version
 
         from cheaptune.estimate.memory.profiles import get_profile
+        from cheaptune.estimate.memory.versions import installed
 
         out = []
         for lib, ver in (self.versions or {}).items():
-            try:
-                have = metadata.version(lib)
-            except metadata.PackageNotFoundError:
-                have = "not installed"
+            have = installed(lib) or "not installed"
             pin = Version(ver)  # a pin without a local label (+cpu, +cu121) matches every build of its release
             if have == "not installed" or (Version(have) if pin.local else Version(Version(have).public)) != pin:
                 out.append(f"versions.{lib}: the config pins {ver}, this run has {have}; the estimate was for {ver}, "

@@ -135,7 +135,8 @@ def join_pins(pins: dict[str, str]) -> str | None:
     return ",".join(f"{k}=={v}" for k, v in sorted(pins.items())) or None
 
 
-def _installed(lib: str) -> str:
+def installed(lib: str) -> str:
+    """The installed version of distribution `lib`; "" when it is not installed."""
     try:
         return metadata.version(lib)
     except metadata.PackageNotFoundError:
@@ -149,7 +150,7 @@ def library_versions(profile, pins: dict[str, str]) -> dict[str, str]:
     own = pins.get(profile.package) if profile.package else None
     out: dict[str, str] = {}
     if own is None:
-        out.update({lib: f"=={_installed(lib)}" for lib in SIMULATED if _installed(lib)})
+        out.update({lib: f"=={installed(lib)}" for lib in SIMULATED if installed(lib)})
         out.update(profile.libraries)
         if profile.release:
             out[profile.package] = f"=={profile.release}"
