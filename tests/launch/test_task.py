@@ -334,9 +334,14 @@ def test_bundled_vast_locations_respelled_from_skypilots_catalog(shared_data):
     assert all(r.sky is None or r.sky.count(",") == 2 for r in hits.values())  # "City, CC, CONTINENT" or anywhere
 
 
-def test_a_plan_for_the_cpu_it_was_made_on_is_not_launched(tmp_path, recorder):
-    """demo.cpuplan's plan ($0/h on this machine's CPU) names its own command, not 'provider local is not a cloud'."""
-    plan = make_plan(offer("local", "CPU", 0.0))
+@pytest.mark.parametrize("board", ["CPU", "cpu", "Cpu "])
+def test_a_plan_for_the_cpu_it_was_made_on_is_not_launched(tmp_path, recorder, board):
+    """demo.cpuplan's plan ($0/h on this machine's CPU) names its own command, not 'provider local is not a cloud',
+    however a hand edit spells the board: launch reads it as train's probe does (one helper, is_cpu_board)."""
+    from cheaptune.train.probe import on_planned_board
+
+    assert on_planned_board(None, board)  # train runs it here as this device's plan ...
+    plan = make_plan(offer("local", board, 0.0))
     with pytest.raises(BadInput, match=r"for the CPU it was made on \(local, \$0/h\).*cheaptune train --plan"):
         launcher.prepare(plan, LaunchOptions(), recorder, tmp_path / "t.yaml")
     assert not (tmp_path / "t.yaml").exists() and not recorder.calls

@@ -17,7 +17,7 @@ from cheaptune.errors import BadInput, Infeasible, Preempted
 from cheaptune.launch.names import require_cloud, sky_cloud, sky_gpu
 from cheaptune.launch.options import LaunchOptions
 from cheaptune.launch.stage import CONSTRAINTS, Staged, disk_size_gb
-from cheaptune.plan.planfile import CPU_BOARD, Offer, PlanFile
+from cheaptune.plan.planfile import Offer, PlanFile, is_cpu_board
 
 # Headroom over the priciest chosen offer for `max_hourly_cost`: SkyPilot's catalog price for the same
 # machine may differ slightly from ours; the cap is there to stop a much pricier instance, not to fail.
@@ -43,7 +43,7 @@ def _total(offer: Offer, plan: PlanFile) -> float:
 
 def select_offers(plan: PlanFile, margin: float) -> Selection:
     """The plan's offer plus alternatives within `margin` of its total cost (and within budget)."""
-    if plan.offer.gpu == CPU_BOARD:  # demo.cpuplan's plan for the machine it was made on
+    if is_cpu_board(plan.offer.gpu):  # demo.cpuplan's plan for the machine it was made on
         raise BadInput(f"the plan is for the CPU it was made on ({plan.offer.provider}, "
                        f"${plan.offer.price_per_hour:g}/h), not a cloud GPU: train it there with `cheaptune train "
                        "--plan PLAN`, or make a cloud plan with `cheaptune plan ... --save PLAN`")

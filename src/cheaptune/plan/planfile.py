@@ -33,6 +33,12 @@ BASES = ("quoted", "derived", "range-low")  # catalog.prices.BASES
 CPU_BOARD = "CPU"  # offer.gpu of a plan for the CPU it was made on (demo.cpuplan): train runs it there, launch refuses it
 
 
+def is_cpu_board(gpu: str | None) -> bool:
+    """Is `gpu` (a plan's offer.gpu) the CPU board, in any case? A hand-edited plan may spell it "cpu"; train
+    and launch must read it alike (train.probe.on_planned_board, launch.task.select_offers)."""
+    return str(gpu).strip().lower() == CPU_BOARD.lower()
+
+
 class _Strict(BaseModel):
     """No unknown keys, no NaN or infinity, no coercion of a wrong type (`gpu_count: true` is not 1)."""
 

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from transformers import TrainerCallback
 
-from cheaptune.plan.planfile import CPU_BOARD
+from cheaptune.plan.planfile import is_cpu_board
 from cheaptune.runs.events import pct as _pct
 from cheaptune.runs.events import probe_line
 
@@ -24,7 +24,7 @@ SLOW = 0.75  # measured speed under 75% of the prediction is worth a warning (th
 
 def on_planned_board(here: str | None, planned: str | None) -> bool:
     """Does a run on `here` (a GPU's catalog name, None on the CPU) run on the plan's board `planned`?"""
-    return here == planned or (here is None and str(planned).lower() == CPU_BOARD.lower())
+    return here == planned or (here is None and is_cpu_board(planned))
 
 
 def device_peaks() -> tuple[int | None, int | None, int | None]:
