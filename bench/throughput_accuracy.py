@@ -335,8 +335,14 @@ def write_data(results: list[dict], tables: dict, rows: list[dict], coverage_doc
             "# step-time model's FLOP count), reached by a public row of bench/data/throughput_public.csv as run.\n"
             "# of_gemm: that MFU over the board's measured matmul fraction (estimate/data/steptime.yaml). Rows faster\n"
             "# than their board's measured matmul rate set no ceiling. Written by bench/throughput_accuracy.py\n"
-            "# --write-data; read by estimate/time/ceilings.py, which caps every plan row's speed at its board's ceiling\n"
-            "# (without a row there: the best of_gemm of the class times the board's measured matmul fraction).\n"
+            "# --write-data; read by estimate/time/ceilings.py, which caps every plan row's speed at its board's ceiling.\n"
+            "# The rule (ceilings.py applies it when reading, so it holds whatever the rows): a board's ceiling is the\n"
+            "# best of_gemm of its architecture class (estimate/time/intervals.py board_class) times its own measured\n"
+            "# matmul fraction; a class with rows on fewer than 2 boards takes the best of_gemm of any board. Why: one\n"
+            "# board's best row is one run, a lower bound on what the board does, not an upper one (one Surogate row\n"
+            "# held the H200 below the step model and the H100, while the B300, with no row, took the loosest bound).\n"
+            "# A class's share is never below a row on any of its boards, holds a board with fewer rows no tighter than\n"
+            "# the rest of its class, and gives the board with the higher sustained rate the higher capped speed.\n"
             "# Each ceiling carries its row's source_date and read (throughput_public.csv: retrieved); sources.stacks_fitted\n"
             "# dates the fitted constants (our own fit, dated the day the bench ran).\n")
     today = dt.date.today().isoformat()  # stacks_fitted is this run's own fit: dated the day it ran

@@ -185,7 +185,7 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
     sharding = (gf.sharding or "ddp") if gf.gpus > 1 else None
     st = step_time(job, gpu, Layout(gf.gpus_per_node, nodes, sharding, gf.offload, INTER_NODE_NETWORK))
     fast = for_gpu(gpu, gf.method, speedups)
-    # no faster than the best MFU any public run reached for this method class (estimate.ceilings)
+    # no faster than the best share of the matmul rate public runs reached on its board class (estimate.ceilings)
     tokens_per_s, ceiling_line = capped(st.tokens_per_s * fast.factor, st.mfu * fast.factor, gpu, gf.method)
     start = startup_seconds(shape, workload, consts, offer)
     start_s = sum(start.values())

@@ -1,10 +1,15 @@
-"""A plausibility guard: no planned speed above the best MFU any public run reached for that method class.
+"""A plausibility guard: no planned speed above the best share of the matmul rate any public run reached.
 
 Why: the step-time model times its speed options can promise an MFU no one has measured (a 4-bit LoRA step at
-63% of an H100's peak); a plan built on that under-prices the job. The ceilings are the best published MFU per
+63% of an H100's peak); a plan built on that under-prices the job. The evidence is the best published MFU per
 (board, method class) over bench/data/throughput_public.csv (data/mfu_ceilings.yaml, each with its row, URL and
-source date, written by bench/throughput_accuracy.py --write-data). A board without a row of that class takes
-the best share of the measured matmul rate any board reached for the class, at its own matmul rate, and says so.
+source date, written by bench/throughput_accuracy.py --write-data). The rule is applied here, at read time, so it
+holds whatever the data: a row's share is its MFU over its board's measured matmul fraction (steptime.yaml
+sustained_fraction); a board's ceiling is the best share of its architecture class (estimate.time.intervals
+.board_class) times its own matmul fraction. A class with rows on fewer than MIN_BOARDS boards takes the best
+share of any board, since one board's best is one run, not a bound. So the ceiling is never below a row on the
+board, a board with fewer rows is never held tighter than the rest of its class, and of two boards in one class
+the one with the higher sustained rate always gets the higher capped speed.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import yaml
 from cheaptune.errors import BadInput
 
 DATA = Path(__file__).parents[1] / "data" / "mfu_ceilings.yaml"
+MIN_BOARDS = 2  # boards of a class with a row before the class's own best share bounds it
 
 
 def method_class(method: str) -> str:
@@ -36,29 +42,58 @@ def table(path: Path = DATA) -> dict[str, dict]:
 @dataclass(frozen=True)
 class Ceiling:
     mfu: float
+    share: float  # of the board's measured matmul rate (mfu = share x the board's matmul fraction)
     row: str
+    row_board: str  # the board the row that set the share ran on
     source: str
     url: str
-    own_board: bool  # False: no public row on this board for the class; the best of any board
+    scope: str  # the architecture class whose rows set the share, or "any" (too few boards of its class)
 
     def line(self, board: str, cls: str) -> str:
-        where = "" if self.own_board else (f" (no public {cls} row on {board}: the best share of the measured matmul "
-                                           f"rate on any board, at {board}'s)")
-        return f"MFU capped at {self.mfu:.0%}, the best published for {cls} fine-tunes{where}: row {self.row}, {self.url}"
+        where = f"{self.scope} boards" if self.scope != "any" else "any board (too few boards of its class have a row)"
+        return (f"MFU capped at {self.mfu:.0%}: {self.share:.0%} of {board}'s measured matmul rate, the best share "
+                f"published for {cls} fine-tunes on {where}: row {self.row} on {self.row_board}, {self.url}")
 
 
-def ceiling(gpu: Any, method: str) -> Ceiling:
-    """The best published MFU for `method`'s class on `gpu`; without a row there, the best share of the measured
-    matmul rate of any board, times this board's measured matmul fraction."""
+def _matmul_fraction(gpu: Any) -> float:
+    """The board's measured sustained matmul rate over its datasheet peak (steptime.yaml sustained_fraction)."""
     from cheaptune.estimate.time import throughput as tp
 
-    cls, rows = method_class(method), table()
-    own = rows.get(f"{gpu.name}/{cls}")
-    if own:
-        return Ceiling(float(own["mfu"]), own["row"], own["source"], own["url"], True)
-    best = max((v for k, v in rows.items() if k.endswith(f"/{cls}")), key=lambda v: v["of_gemm"])
-    gemm = tp.sustained_rate(gpu, "bf16", tp.load_table()) / tp.peak_flops(gpu)[0]
-    return Ceiling(float(best["of_gemm"]) * gemm, best["row"], best["source"], best["url"], False)
+    return tp.sustained_rate(gpu, "bf16", tp.load_table()) / tp.peak_flops(gpu)[0]
+
+
+@functools.cache
+def _shares(cls: str, path: Path = DATA) -> tuple[tuple[str, str, float, str], ...]:
+    """(architecture class, board, share of its measured matmul rate, table key) of each board's best `cls` row;
+    a row faster than its board's measured matmul rate is not physical for a whole step and bounds nothing."""
+    from cheaptune.catalog.gpus import resolve_gpu
+    from cheaptune.estimate.time.intervals import board_class
+
+    out = []
+    for key, entry in table(path).items():
+        board, kind = key.split("/")
+        if kind == cls:
+            gpu = resolve_gpu(board)
+            share = float(entry["mfu"]) / _matmul_fraction(gpu)
+            if share <= 1:
+                out.append((board_class(gpu), board, share, key))
+    return tuple(out)
+
+
+def ceiling(gpu: Any, method: str, path: Path = DATA) -> Ceiling:
+    """The most MFU a plan may show for `method` on `gpu`: the best share of the measured matmul rate published
+    on its architecture class (any board's, when fewer than MIN_BOARDS of the class have a row) at its own rate."""
+    from cheaptune.estimate.time.intervals import board_class
+
+    cls, arch = method_class(method), board_class(gpu)
+    rows = _shares(cls, path)
+    if not rows:
+        raise BadInput(f"{path}: no {cls} ceiling rows; restore it from the package")
+    mine = [r for r in rows if r[0] == arch]
+    pool, scope = (mine, arch) if len({r[1] for r in mine}) >= MIN_BOARDS else (rows, "any")
+    _, board, share, key = max(pool, key=lambda r: r[2])
+    entry = table(path)[key]
+    return Ceiling(share * _matmul_fraction(gpu), share, entry["row"], board, entry["source"], entry["url"], scope)
 
 
 def capped(tokens_per_s: float, mfu: float, gpu: Any, method: str) -> tuple[float, str]:
