@@ -277,6 +277,20 @@ def not_simulated(why: str) -> str:
     return f"not simulated: {why}"[:200]
 
 
+# what a step holds at its peak whatever the activations do: weights, gradients, optimizer state
+STORED = ("weights", "gradients", "optimizer_state")
+
+
+def unreadable(measured: float, breakdown: dict[str, int]) -> str:
+    """Why a row's label cannot describe its run ('' when it can): its measured peak is below the stored state its
+    labelled settings hold (weights, gradients, optimizer state), which no activation or allocator term lowers."""
+    held = sum(breakdown.get(k, 0) for k in STORED)
+    if measured >= held:
+        return ""
+    return (f"unreadable: measured {measured / 2**30:.2f} GiB is below the {held / 2**30:.2f} GiB of weights, gradients "
+            "and optimizer state its labelled settings hold on one device, so the label cannot describe the run measured")
+
+
 def estimate_row(row: dict, tmp: Path) -> tuple[dict | None, str]:
     from cheaptune.catalog.models import resolve_model
 
@@ -290,6 +304,8 @@ def estimate_row(row: dict, tmp: Path) -> tuple[dict | None, str]:
     if est.basis != "simulated":
         return None, not_simulated(est.details.get("why_analytic", ""))
     measured = float(row["value"]) * UNITS[row["unit"]]
+    if why := unreadable(measured, est.breakdown):
+        return None, why
     rng = est.details.get("range", {}).get(METRIC[row["metric"]])
     pred = rng[0] if rng else getattr(est, METRIC[row["metric"]])  # QLoRA: scored on its simulated (lower) end
     return {"id": row["id"], "model": row["model"], "method": row["method"], "metric": row["metric"],
@@ -303,7 +319,7 @@ def estimate_row(row: dict, tmp: Path) -> tuple[dict | None, str]:
 
 
 def main() -> None:
-    rows, skipped, apart, previous = [], [], [], ""
+    rows, skipped, unreadable, apart, previous = [], [], [], [], ""
     with tempfile.TemporaryDirectory() as tmp:
         for row in csv.DictReader((HERE / "data" / "vram_measured_public.csv").open()):
             group = source_of(row, previous)
@@ -313,7 +329,7 @@ def main() -> None:
                 continue
             out, why = estimate_row(row, Path(tmp))
             if out is None:
-                skipped.append({"id": row["id"], "why": why})
+                (unreadable if why.startswith("unreadable") else skipped).append({"id": row["id"], "why": why})
                 continue
             out["group"] = group
             (apart if row["id"] in NOT_MODELLED else rows).append(out)
@@ -326,6 +342,7 @@ def main() -> None:
         r["why_apart"] = NOT_MODELLED[r["id"]]
     fitted = fit_slack(rows)
     result = {"date": datetime.date.today().isoformat(), "loso": scoring(rows), "rows": rows, "skipped": skipped,
+              "unreadable": unreadable,
               "not_modelled": apart, "slack_fraction_on_all_rows": fitted, "qlora_range": coverage,
               "accelerate": _summary([r["accelerate_error"] for r in rows]),
               "gpu_poor": _summary([r["gpu_poor_error"] for r in rows])}
@@ -343,6 +360,8 @@ def main() -> None:
                   f"worst under {v['worst_under']:+.1%}  worst over {v['worst_over']:+.1%}")
     for r in apart:
         print(f"  apart {r['id']}: {r['error']:+.1%} ({r['why_apart']})")
+    for r in unreadable:
+        print(f"  unreadable {r['id']}: {r['why'][12:]}")
     from cheaptune.util import atomic
 
     atomic.write_text(HERE / "results" / "memory_accuracy.json", json.dumps(stamp(result), indent=1))
