@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from cheaptune.runs.events import event_line
 from cheaptune.runs.registry import Registry
 
 PROBE = {"steps": 3, "micro_batch": 4, "grad_accum": 1, "s_per_step": 1.25, "tokens_per_s": 46.2,
@@ -11,6 +10,8 @@ PROBE = {"steps": 3, "micro_batch": 4, "grad_accum": 1, "s_per_step": 1.25, "tok
 
 
 def test_events_read_as_sentences():
+    from cheaptune.runs.events import event_line  # here, so the CLI tests below need only report and compare
+
     probe = event_line({"kind": "probe", "detail": PROBE})
     assert probe.startswith("probe (3 steps, micro-batch 4 x 1): memory not measured")
     assert "ran on the CPU, not the plan's H100" in probe and "{" not in probe
