@@ -153,7 +153,8 @@ def plan_command(
         from cheaptune.plan.config_run import config_fit, epochs_for
 
         fit, multi_fit = config_fit(foreign, constraints.headroom), None
-        workload = dataclasses.replace(workload, epochs=epochs_for(foreign, workload.tokens, seq_len)).validate()
+        workload = dataclasses.replace(workload, epochs=epochs_for(foreign, workload.tokens, seq_len),
+                                       lora_targets=foreign.request.lora_targets).validate()  # timed as sized
 
     ahead = getattr(fit, "ahead", None)  # the fits named ahead run on every core (plan.parallel)
 

@@ -19,7 +19,7 @@ from cheaptune.estimate.cost.cost import SECONDS_PER_HOUR, compute_cost
 from cheaptune.estimate.cost.cost import constants as default_constants
 from cheaptune.estimate.policy import compute_dtype
 from cheaptune.estimate.time.speedups import for_gpu
-from cheaptune.estimate.time.throughput import Job, ModelShape, step_time
+from cheaptune.estimate.time.throughput import Job, ModelShape, adapted_per_layer, step_time
 from cheaptune.plan import choose, data_audit, explain, hosted, scaleout
 from cheaptune.plan.candidates import (
     Exclusion,
@@ -186,7 +186,8 @@ def _best_case(k: Candidate, c: Constraints, w: Workload, shape: ModelShape, con
     and every part kept is at its least, so no option costs less."""
     micro, _ = planned_micro(w.effective_batch, w.effective_batch, k.gpus)
     precision = compute_dtype(run_precision(k.method, k.gpu), getattr(k.gpu, "bf16", False))
-    parts = step_time(Job(shape, k.method, w.seq_len, micro, precision=precision), k.gpu).parts
+    job = Job(shape, k.method, w.seq_len, micro, precision=precision, adapted_modules=adapted_per_layer(w.lora_targets))
+    parts = step_time(job, k.gpu).parts
     least_s = parts["compute"] + parts["dequant"] + parts["fixed"] + parts["optimizer"] / k.gpus
     one = micro * w.seq_len / least_s * for_gpu(k.gpu, k.method, c.speedups).factor
     run_s = sum(startup_seconds(shape, w, consts).values()) + w.train_tokens / (one * k.gpus)

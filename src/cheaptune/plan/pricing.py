@@ -22,7 +22,7 @@ from cheaptune.estimate.time.ceilings import capped
 from cheaptune.estimate.time.intervals import time_band
 from cheaptune.estimate.time.scaling import Layout
 from cheaptune.estimate.time.speedups import describe, describe_unmeasured, for_gpu
-from cheaptune.estimate.time.throughput import Job, ModelShape, reference_passes, step_time
+from cheaptune.estimate.time.throughput import Job, ModelShape, adapted_per_layer, reference_passes, step_time
 from cheaptune.plan.candidates import GpuFit, planned_micro, run_precision
 from cheaptune.plan.price_age import aged_risk, price_facts
 from cheaptune.plan.workload import Workload
@@ -181,7 +181,8 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
     precision = compute_dtype(run_precision(gf.method, gpu), getattr(gpu, "bf16", False))
     job = Job(shape, gf.method, workload.seq_len, micro, fit.grad_ckpt, fit.trainable_params, accum, precision,
               objective=workload.objective,
-              reference=reference_passes(workload.objective, fit.precompute_ref, workload.epochs), stack=stack)
+              reference=reference_passes(workload.objective, fit.precompute_ref, workload.epochs), stack=stack,
+              adapted_modules=adapted_per_layer(workload.lora_targets))
     sharding = (gf.sharding or "ddp") if gf.gpus > 1 else None
     st = step_time(job, gpu, Layout(gf.gpus_per_node, nodes, sharding, gf.offload, INTER_NODE_NETWORK))
     fast = for_gpu(gpu, gf.method, speedups)
