@@ -56,6 +56,7 @@ def test_catalog_tables_fit_80_columns_whole(run_cli, narrow, args):
     assert code == 0, err
     table = [line for line in out.splitlines() if line.startswith(TABLE)]
     assert table and all(len(line) <= WIDTH for line in table)
+    assert all(line.rstrip()[-1] in "┓┃┩│┘" for line in table), table[0]  # no column cropped at the edge
     assert "…" not in out  # a cut cell or header
     if any("columns left out" in line for line in out.splitlines()):
         assert "--json" in out
