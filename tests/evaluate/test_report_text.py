@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
-from cheaptune.evaluate.run import tail
-
 
 def test_a_long_prompt_is_cut_between_words():
+    from cheaptune.evaluate.run import tail  # here, so the bar test below collects without it
+
     text = "Convert this weather report to JSON: " * 10 + "Weather update for Tallinn, Thursday."
     cut = tail(text, 60)
     assert cut.startswith("...") and text.endswith(cut[3:]) and len(cut) <= 63
     assert text[len(text) - len(cut) + 2] == " "  # what precedes the kept text is a space: no half word
     assert tail("short prompt", 60) == "short prompt"
+
+
+def test_the_report_shows_a_long_prompt_from_a_word_boundary():
+    """What `eval --report` writes, through markdown() (the report's own code, before and after tail existed)."""
+    import ast
+
+    from cheaptune.evaluate.run import markdown
+
+    prompt = "Convert this weather report to JSON: " * 10 + "Weather update for Tallinn, Thursday."
+    side = {"loss": 1.0, "perplexity": 2.7}
+    text = markdown({"rows": 1, "base": side, "tuned": side,
+                     "examples": [{"prompt": prompt, "reference": "r", "base": "b", "tuned": "t"}]})
+    shown = ast.literal_eval(text.split("- prompt: `")[1].split("`")[0])
+    kept = shown.removeprefix("...")
+    assert shown.startswith("...") and prompt.endswith(kept) and len(kept) < len(prompt)
+    assert prompt[len(prompt) - len(kept) - 1].isspace()  # the word before it is whole and left out, not halved
 
 
 def test_the_eval_bar_counts_rows(tiny_model_dir, tiny_adapter, monkeypatch):  # noqa: F811
