@@ -80,6 +80,17 @@ def test_cli_bad_input_is_one_line_exit_2(args, needle, tmp_path, plan_file, run
     assert not (tmp_path / "t.yaml").exists()
 
 
+def test_a_plan_without_data_names_the_current_flag(tmp_path, run_cli):
+    """A plan made from a token count has no dataset: the error names --data, not the deprecated --dataset."""
+    from cheaptune.plan.planfile import save
+
+    plan = tmp_path / "tokens-plan.yaml"
+    save(make_plan(offer("runpod", "RTX4090", 0.69, total=3.0), dataset=None, total=3.0), plan)
+    code, _out, err = run_cli("launch", str(plan), "--dry-run", "--out", str(tmp_path / "t.yaml"))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--data FILE" in err and "--dataset" not in err, err
+
+
 def test_override_prices_come_from_load_offers(plan_file):
     from cheaptune.catalog.sources import load_offers
     from cheaptune.launch.overrides import apply_overrides

@@ -277,6 +277,16 @@ def test_marketplace_location_in_skypilot_spelling_with_anywhere_as_alternative(
     assert any("'Texas, US, NA'" in n for n in prep.selection.notes)
 
 
+def test_marketplace_location_gets_an_anywhere_alternative_with_default_options(tmp_path, recorder):
+    """The same through LaunchOptions() as `launch` builds them (SkyPilot's cached catalog if there is one, else
+    the price catalog and the Region pattern): the plan's one Vast location, in our spelling, is never the only
+    place the task may run; any Vast location is among its alternatives."""
+    plan = make_plan(offer("vast", "RTX3090", 0.33, count=2, region="Texas US"))
+    prep = launcher.prepare(plan, LaunchOptions(), recorder, tmp_path / "t.yaml")
+    infra = [e.get("infra") for e in _entries(yaml.safe_load(prep.yaml_path.read_text()))]
+    assert "vast" in infra and "vast/Texas US" not in infra, infra
+
+
 @pytest.mark.parametrize("provider,with_catalog", [("aws", False), ("aws", True), ("runpod", False)])
 def test_unknown_region_is_refused_before_anything_is_written(provider, with_catalog, tmp_path, recorder, sky_catalog):
     plan = make_plan(offer(provider, "RTX4090" if provider == "runpod" else "A10G", 1.0, region="mars-1"))
