@@ -26,6 +26,9 @@ def plan_command(
     effective_batch: int | None = typer.Option(None, "--effective-batch", callback=bounded(1, 2**20), help="Sequences per optimiser step (default 16)."),
     method: str | None = typer.Option(None, "--method", help="auto (full, lora, qlora; the default) or a comma list: full,lora,qlora,dora."),
     lora_r: int | None = typer.Option(None, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank for adapter methods (default 16)."),
+    lora_targets: str | None = typer.Option(None, "--lora-targets", help="Modules the adapter wraps: presets qv, "
+                                            "attention, mlp, all-linear (the default; + lm_head) or module names; "
+                                            "sized, timed and saved as given (wins over a config's key)."),
     config: Path | None = typer.Option(None, "--config", help="Plan the run a cheaptune, Axolotl, LLaMA-Factory or "
                                        "litgpt YAML config describes (flags given win over its keys); with --save, "
                                        "sized as `cheaptune train` runs it."),
@@ -90,19 +93,22 @@ def plan_command(
             raise BadInput("give the dataset once: `--data PATH` or the positional DATA, not both")
         dataset = data
     if objective.lower() == "grpo":  # an RL run: cli/grpo.py (--effective-batch counts completions)
+        if lora_targets is not None:
+            raise BadInput("--lora-targets is not planned for --objective grpo (it sizes all-linear); drop it")
         from cheaptune.cli.grpo import RlFlags, plan_grpo_command
 
         return plan_grpo_command(_one_model(model_arg, model_opt), dataset, prompts, steps, epochs, effective_batch,
                                  method, lora_r, RlFlags(generations, completion_len, prompt_len, beta,
                                  expected_len=expected_len), budget, gpu,
                                  max_gpus, headroom, top, prices, as_json)
-    foreign = None
+    foreign, flag_targets = None, lora_targets  # a config's key may set lora_targets below; the flag is checked
     if config is not None:
         from cheaptune.plan.config_run import read_run
 
         foreign = read_run(config, trainer, save is not None, versions, model=model_opt or model_arg, seq_len=seq_len,
-                           lora_r=lora_r, epochs=epochs, effective_batch=effective_batch)
+                           lora_r=lora_r, epochs=epochs, effective_batch=effective_batch, lora_targets=lora_targets)
         model, seq_len, lora_r = str(foreign.request.model), foreign.request.seq_len, foreign.request.lora_r
+        lora_targets = foreign.request.lora_targets
         epochs, effective_batch, method = foreign.epochs, foreign.effective_batch, method or foreign.request.method
         dataset = dataset or (Path(foreign.dataset) if foreign.dataset else None)
         missing = foreign.missing_dataset_error(config)
@@ -129,6 +135,11 @@ def plan_command(
         gpus=tuple(resolve_gpu(g).name for g in names_given("--gpu", gpu)),
     ).validate()
     spec = resolve_model(model)
+    if flag_targets is not None:  # an unknown module name is one line and exit 2, before any fit
+        from cheaptune.catalog.models import to_hf_config
+        from cheaptune.estimate.memory.targets import resolve_targets
+
+        resolve_targets(to_hf_config(spec), flag_targets)
     context = spec.config.get("max_position_embeddings")
     if seq_len is None:  # not given: 2048, or the whole context of a model whose context is shorter
         seq_len = min(DEFAULT_SEQ_LEN, context or DEFAULT_SEQ_LEN)
@@ -140,21 +151,23 @@ def plan_command(
         workload = sources.build_workload(spec, str(dataset) if dataset else None, _whole(tokens, "--tokens"),
                                           _whole(examples, "--examples"), avg_tokens, epochs, seq_len, effective_batch,
                                           objective.lower(), skip_bad_rows)
+    workload = dataclasses.replace(workload, lora_targets=lora_targets)  # sized, timed and saved with them
     shape = ModelShape.from_config(spec.config, spec.params)
     gpu_list, offers = sources.load_catalog(prices.lower())
     check_providers(constraints, (o.provider for o in offers))
     if foreign is None:
-        points = sources.shared_points(spec, workload.seq_len, lora_r, workload.objective)  # one estimate per point
+        points = sources.shared_points(spec, workload.seq_len, lora_r, workload.objective,
+                                       lora_targets)  # one estimate per point
         fit = sources.real_fit(spec, workload.seq_len, constraints.headroom, lora_r, workload.effective_batch,
-                               workload.effective_batch, workload.objective, workload.epochs, points)
+                               workload.effective_batch, workload.objective, workload.epochs, points, lora_targets)
         multi_fit = sources.real_multi_fit(spec, workload.seq_len, constraints.headroom, lora_r,
-                                           workload.effective_batch, workload.objective, workload.epochs, points)
+                                           workload.effective_batch, workload.objective, workload.epochs, points,
+                                           lora_targets)
     else:  # the config's own run on one GPU (its micro-batch, checkpointing and trainer)
         from cheaptune.plan.config_run import config_fit, epochs_for
 
         fit, multi_fit = config_fit(foreign, constraints.headroom), None
-        workload = dataclasses.replace(workload, epochs=epochs_for(foreign, workload.tokens, seq_len),
-                                       lora_targets=foreign.request.lora_targets).validate()  # timed as sized
+        workload = dataclasses.replace(workload, epochs=epochs_for(foreign, workload.tokens, seq_len)).validate()
 
     ahead = getattr(fit, "ahead", None)  # the fits named ahead run on every core (plan.parallel)
 

@@ -93,7 +93,7 @@ def config_pins(raw: dict, path, trainer: str | None, versions: str | None) -> t
 def read_run(path: str | Path, trainer: str | None = None, own: bool = False, versions: str | None = None,
              **flags: Any) -> ConfigRun:
     """The run `path` describes; one BadInput line for an unknown or contradictory key. `flags` given
-    (not None) win over the config, as in `estimate --config`: model, seq_len, lora_r, epochs,
+    (not None) win over the config, as in `estimate --config`: model, seq_len, lora_r, lora_targets, epochs,
     effective_batch; `trainer` and `versions` (--trainer, --versions) win over its `trainer:` and `versions:`.
     `own`: size the run `cheaptune train` makes of it (what a saved plan runs)."""
     from cheaptune.estimate.memory.versions import join_pins
@@ -110,7 +110,7 @@ def read_run(path: str | Path, trainer: str | None = None, own: bool = False, ve
         run = _own_run(path, flags)
         req = dataclasses.replace(run.request, trainer=name or "cheaptune", versions=join_pins(pins))
         return dataclasses.replace(run, request=req, pinned=origins)
-    given = {k: flags.get(k) for k in ("model", "seq_len", "lora_r")}
+    given = {k: flags.get(k) for k in ("model", "seq_len", "lora_r", "lora_targets")}
     req, fc = request_for(str(path), name, {**given, "versions": join_pins(pins)}, {})
     if req.gpus > 1:
         raise BadInput(f"{path}: devices {req.gpus}: plan --config sizes one GPU; set devices: 1, or plan the model "
@@ -179,7 +179,8 @@ def _train_fields(path, flags: dict[str, Any]) -> tuple[Any, dict[str, Any], lis
     from cheaptune.train.settings import from_config, our_optimizer
 
     cfg = build(path, None, {"base_model": flags.get("model"), "sequence_len": flags.get("seq_len"),
-                             "lora_r": flags.get("lora_r"), "num_epochs": flags.get("epochs")})
+                             "lora_r": flags.get("lora_r"), "lora_targets": flags.get("lora_targets"),
+                             "num_epochs": flags.get("epochs")})
     said: list[str] = []
     if our_optimizer(cfg.optimizer) is None:
         ours = OPTIM.get(str(cfg.optimizer))

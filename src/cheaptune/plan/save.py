@@ -28,7 +28,7 @@ def _offer(o: Option) -> planfile.Offer:
 
 def settings_of(best: Option, r: PlanResult, fields: dict[str, Any] | None = None) -> TrainSettings:
     """The settings the option was fitted with: the method's precision on that GPU, the fit's micro-batch
-    and checkpointing, the plan's LoRA rank (alpha 2r), the sharding on several GPUs; from a config
+    and checkpointing, the plan's LoRA rank (alpha 2r) and targets, the sharding on several GPUs; from a config
     (`fields`, plan.config_run) its own settings as its fit sized them."""
     w = r.workload
     lora_r = r.constraints.lora_r
@@ -42,7 +42,8 @@ def settings_of(best: Option, r: PlanResult, fields: dict[str, Any] | None = Non
 
         return own_settings(fields, best.method, training_precision(best.method, bf16), **planned)
     fast = {name: name in best.details.get("speedups", {}).get("options", ()) for name in PLANNED}
-    return for_gpu(best.method, bf16, lora_r=lora_r, lora_alpha=2 * lora_r, **planned, **fast)
+    return for_gpu(best.method, bf16, lora_r=lora_r, lora_alpha=2 * lora_r, lora_targets=w.lora_targets or "all-linear",
+                   **planned, **fast)
 
 
 def to_planfile(r: PlanResult, model: str, dataset: str | None = None, label: str | None = None,

@@ -63,13 +63,14 @@ def _outcome(req: Any, found: tuple[int, bool, Any] | None, least: Callable[[], 
 
 
 def _request(spec: Any, method: str, seq_len: int, lora_r: int, precision: str, objective: str = "sft",
-             precompute_ref: bool = False, grad_accum: int = 1):
+             precompute_ref: bool = False, grad_accum: int = 1, lora_targets: str | None = None):
     """The request a fit simulates: exactly what estimate.settings.TrainSettings.request() gives for the
     settings the plan file will store (so the plan's peak can be re-estimated byte for byte)."""
     from cheaptune.estimate.settings import for_gpu
 
     settings = for_gpu(method, True, precision=precision, lora_r=lora_r, lora_alpha=2 * lora_r, seq_len=seq_len,
-                       objective=objective, precompute_ref=precompute_ref, grad_accum=grad_accum)
+                       objective=objective, precompute_ref=precompute_ref, grad_accum=grad_accum,
+                       lora_targets=lora_targets or "all-linear")
     return settings.request(spec.id)
 
 
@@ -103,13 +104,19 @@ def _reference_choice(fit_with, method: str, objective: str, epochs: float) -> F
     return dataclasses.replace(pre, note=f"DPO reference: {why}")
 
 
-def shared_points(spec: Any, seq_len: int, lora_r: int, objective: str) -> Callable[..., Points]:
+def _targets_key(lora_targets: str | None) -> dict[str, str]:
+    """The fit-cache key part for --lora-targets: none for the default (all-linear), so those keys stay as they were."""
+    return {"t": lora_targets} if lora_targets and lora_targets != "all-linear" else {}
+
+
+def shared_points(spec: Any, seq_len: int, lora_r: int, objective: str,
+                  lora_targets: str | None = None) -> Callable[..., Points]:
     """Points per (method, precision, precompute_ref, accumulation as simulated): the one-GPU estimates every fit
     of the plan shares."""
     memo: dict[tuple, Points] = {}
 
     def points(method: str, precision: str, pre: bool, accum: int = 1) -> Points:
-        req = _request(spec, method, seq_len, lora_r, precision, objective, pre, accum)
+        req = _request(spec, method, seq_len, lora_r, precision, objective, pre, accum, lora_targets)
         key = (method, precision, pre, req.grad_accum)  # any accumulation >= 2 simulates alike (settings.py)
         if key not in memo:
             from cheaptune.estimate.memory.memory import estimate_memory
@@ -133,7 +140,7 @@ def accumulated(points: Callable[..., Points], method: str, precision: str, pre:
 
 def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_micro_batch: int = 64,
              effective_batch: int | None = None, objective: str = "sft", epochs: float = 1.0,
-             shared: Callable[..., Points] | None = None) -> FitFn:
+             shared: Callable[..., Points] | None = None, lora_targets: str | None = None) -> FitFn:
     """A FitFn over the memory estimator; when nothing fits, `peak_bytes` is the least it needs.
 
     Micro-batches beyond the effective batch buy nothing, so `max_micro_batch` caps the search (and its cost);
@@ -142,7 +149,7 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
     processes, each (method, precision) one at a time (plan.parallel).
     """
     cap = max(1, min(max_micro_batch, MAX_MICRO_BATCH))
-    points = shared or shared_points(spec, seq_len, lora_r, objective)
+    points = shared or shared_points(spec, seq_len, lora_r, objective, lora_targets)
     micros = planned_points(effective_batch, 1, cap) if effective_batch else list(range(1, cap + 1))
     params = spec.params
 
@@ -156,7 +163,7 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
             def compute() -> FitOutcome:
                 pts = accumulated(points, method, precision, pre, effective_batch, 1)
                 found = largest_fit(pts, micros, mem * (1 - headroom))
-                req = _request(spec, method, seq_len, lora_r, precision, objective, pre)
+                req = _request(spec, method, seq_len, lora_r, precision, objective, pre, lora_targets=lora_targets)
                 return dataclasses.replace(_outcome(req, found, lambda: pts.at(1, True)), precompute_ref=pre)
 
             return _cached(key, compute)
@@ -165,7 +172,7 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
 
     def fit_key(method: str, mem: int, precision: str, pre: bool) -> str:
         return _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, cap=cap, eb=effective_batch,
-                        p=precision, o=objective, pre=pre)
+                        p=precision, o=objective, pre=pre, **_targets_key(lora_targets))
 
     def cold(k: tuple[str, int, str]) -> bool:
         """The fit simulates: above the weights floor and not on disk (so a warm plan forks no worker)."""
@@ -181,23 +188,24 @@ def real_fit(spec: Any, seq_len: int, headroom: float, lora_r: int = 16, max_mic
 
 
 def real_multi_fit(spec: Any, seq_len: int, headroom: float, lora_r: int, effective_batch: int,
-                   objective: str = "sft", epochs: float = 1.0, shared: Callable[..., Points] | None = None) -> MultiFitFn:
+                   objective: str = "sft", epochs: float = 1.0, shared: Callable[..., Points] | None = None,
+                   lora_targets: str | None = None) -> MultiFitFn:
     """A MultiFitFn: the per-GPU fit on `gpus` GPUs, each GPU's share of the effective batch capping its
     micro-batch. The sharded estimate derives from the one-GPU estimates at the same micro-batch (`shared`
     with real_fit), so trying several shardings and GPU counts costs few simulations."""
-    single = shared or shared_points(spec, seq_len, lora_r, objective)
+    single = shared or shared_points(spec, seq_len, lora_r, objective, lora_targets)
 
     def fit(method: str, mem: int, gpus: int, sharding: str, offload: bool, precision: str) -> FitOutcome:
         cap = max(1, min(-(-effective_batch // gpus), MAX_MICRO_BATCH))
 
         def fit_with(pre: bool) -> FitOutcome:
             key = _fit_key(spec, m=method, mem=mem, seq=seq_len, h=headroom, r=lora_r, eb=effective_batch, n=gpus,
-                           sh=sharding, off=offload, p=precision, o=objective, pre=pre)
+                           sh=sharding, off=offload, p=precision, o=objective, pre=pre, **_targets_key(lora_targets))
 
             def compute() -> FitOutcome:
                 from cheaptune.estimate.memory.sharding import FsdpRun, shard_estimate
 
-                req = _request(spec, method, seq_len, lora_r, precision, objective, pre)
+                req = _request(spec, method, seq_len, lora_r, precision, objective, pre, lora_targets=lora_targets)
                 sharded = dataclasses.replace(req, gpus=gpus, sharding=sharding, offload=offload)
                 one = accumulated(single, method, precision, pre, effective_batch, gpus)
                 pts = Points(lambda b, gc: shard_estimate(one.at(b, gc), gpus, sharding, offload, dict(spec.config),

@@ -33,8 +33,8 @@ class Workload:
     duplicates: int = 0  # examples identical to an earlier one
     skipped: str = ""  # bad rows left out by --skip-bad-rows: how many, and the first
     objective: str = "sft"  # sft | dpo | orpo; for dpo/orpo tokens count both rows of each pair
-    # the adapter's target modules (plan --config's lora_targets), which set the per-module fixed step time
-    # (estimate.time.throughput.adapted_per_layer); None: all-linear, what a plan without a config sizes
+    # the adapter's target modules (plan --lora-targets, or a config's lora_targets): sized, saved, and timed by
+    # their per-module fixed cost (estimate.time.throughput.adapted_per_layer); None: all-linear, the default
     lora_targets: str | None = None
 
     @cached_property
