@@ -91,7 +91,7 @@ def for_train(raw: dict, known: set[str], where: str) -> tuple[dict, list[str], 
             out[key] = value
     if "attn" in out:
         asked["attn"] = out["attn"]
-    if len(set(asked.values())) > 1:
+    if len({repr(v) for v in asked.values()}) > 1:  # repr: a hand-edited `attn: []` is not hashable
         raise BadInput(f"{where}: {', '.join(f'{k} ({v})' for k, v in asked.items())} ask for different attention "
                        "kernels; keep one")
     if asked:
