@@ -123,7 +123,7 @@ class TrainConfig(GrpoFields, BaseModel):
     dry_run_shutdown: bool = False
     idle_minutes: float | None = Field(None, gt=0)
     idle_stop: bool = False
-    predicted_cost_usd: float | None = None
+    predicted_cost_usd: float | None = Field(None, ge=0)  # negative would pass the over-budget preflight
     predicted_peak_bytes: int | None = None
     predicted_tokens_per_s: float | None = None
     predicted_gpu: str | None = Field(None, description="the GPU the plan predicted for (the probe compares "
