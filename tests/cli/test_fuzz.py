@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 import pytest
 import typer
+import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -404,3 +405,101 @@ def test_train_config_refuses_non_finite_guard_rail_numbers(key, value, tmp_path
 
     with pytest.raises(BadInput, match=key):
         validate({"base_model": "x", key: [value] if key == "alert_thresholds" else value})
+
+
+# The random edits above reach each (field, value) pair only by chance (8 examples in CI). The sweep below
+# gives EVERY field of both file kinds each value kind issue 33 names, deterministically, at the validators
+# every command reads these files through (plan: planfile.load, as launch and train --plan do; config:
+# train.config.build, as train, doctor and launch --config do), plus the train merge of an accepted plan.
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when present: the sweep writes ~1,500 files
+KINDS = {"nan": [float("nan")], "inf": [float("inf"), float("-inf")], "negative": [-1, -5.0],
+         "empty": ["", [], {}], "wrong-type": ["banana", [1], True], "unknown": ["nosuch-value-xyz"]}
+GUARD_RAILS = ("budget_usd", "price_per_hour", "max_hours", "idle_minutes", "predicted_cost_usd")
+
+
+def _config_fields() -> list[str]:
+    from cheaptune.train.config import TrainConfig
+
+    return sorted(TrainConfig.model_fields)
+
+
+def _guard_rails_in_range(cfg, what: str) -> None:
+    """An accepted file runs with every guard-rail number finite and not negative, the thresholds in (0, 1],
+    and the guard's own settings built (train builds them before any model loads)."""
+    import math
+
+    for name in GUARD_RAILS:
+        value = getattr(cfg, name)
+        assert value is None or (not isinstance(value, bool) and math.isfinite(value) and value >= 0), (name, what)
+    assert cfg.budget_usd is None or cfg.budget_usd > 0, what
+    assert all(0 < t <= 1 for t in cfg.alert_thresholds), (cfg.alert_thresholds, what)
+
+
+def _one_line(err: Exception, what: str) -> None:
+    assert str(err).strip() and "\n" not in str(err).strip(), (str(err), what)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_config_field_takes_each_value_kind(kind, tmp_path):
+    from cheaptune.errors import BadInput
+    from cheaptune.train.config import build
+    from cheaptune.train.guardrails import guard_settings
+
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(GOOD_CONFIG))
+    _guard_rails_in_range(build(path), "the unedited config")  # not vacuous: the good file is taken
+    for field in _config_fields():
+        for value in KINDS[kind]:
+            edits = [{**GOOD_CONFIG, field: value}]
+            if kind == "unknown":
+                edits.append({**GOOD_CONFIG, f"{field}_nosuch": 1})  # an unknown key beside the field
+            for doc in edits:
+                what = f"config {field}: {value!r}"
+                path.write_text(yaml.dump(doc, Dumper=DUMPER))
+                try:
+                    cfg = build(path)
+                    guard_settings(cfg)  # train builds the guard's settings before any model loads
+                except BadInput as err:
+                    _one_line(err, what)
+                    continue
+                assert kind not in ("nan", "inf"), what  # no non-finite number is ever taken
+                assert f"{field}_nosuch" not in doc, what  # nor a key train does not know
+                _guard_rails_in_range(cfg, what)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_plan_field_takes_each_value_kind(kind, tmp_path):
+    import copy
+
+    from cheaptune.errors import BadInput
+    from cheaptune.train.config import build
+    from cheaptune.train.guardrails import guard_settings
+
+    good = _good_plan()
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(good))
+    _guard_rails_in_range(build(None, path, {"output_dir": str(tmp_path / "o")}), "the unedited plan")
+    for at in _paths(good):
+        for value in KINDS[kind]:
+            for unknown_key in ((False, True) if kind == "unknown" else (False,)):
+                doc = copy.deepcopy(good)
+                node = doc
+                for key in at[:-1]:
+                    node = node[key]
+                if unknown_key and not isinstance(node, dict):
+                    continue
+                original = node[at[-1]]
+                node[f"{at[-1]}_nosuch" if unknown_key else at[-1]] = value
+                what = f"plan {'.'.join(map(str, at))}{'_nosuch' if unknown_key else ''}: {value!r}"
+                path.write_text(yaml.dump(doc, Dumper=DUMPER))
+                try:  # train --plan's merge reads the file through planfile.load, as launch does
+                    cfg = build(None, path, {"output_dir": str(tmp_path / "o")})
+                    guard_settings(cfg)
+                except BadInput as err:
+                    _one_line(err, what)
+                    continue
+                assert kind not in ("nan", "inf") and not unknown_key, what
+                retyped = original is not None and type(value) is not type(original)
+                assert not (kind == "wrong-type" and retyped), what  # strict: 'gpu_count: true' is not 1
+                assert cfg.gpu_count >= 1, what
+                _guard_rails_in_range(cfg, what)
