@@ -198,3 +198,33 @@ def test_elementwise_work_runs_at_the_memory_bandwidth_once_per_pass():
     assert half_bw.parts["compute"] == pytest.approx(st.parts["compute"])  # the matmuls do not care
     ckpt = tp.step_time(job(seq=2048, micro=2, grad_accum=3, ckpt=True), A100, table=table)
     assert ckpt.parts["elementwise"] == pytest.approx(st.parts["elementwise"] * 4 / 3)  # + the recompute
+
+
+def test_boards_below_sm80_run_attention_at_the_memory_efficient_rate():
+    # No FlashAttention-2 below compute capability 8.0: sdpa and flash both fall to the memory-efficient kernel
+    # (steptime.yaml attention_kernel.pre_sm80); eager is slower still and keeps its own figure.
+    table = tp.load_table()
+    turing, ampere = gpu(name="T", compute_capability="7.5"), gpu(name="A", compute_capability="8.0")
+    slow = table["attention_kernel"]["pre_sm80"]["value"]
+    assert tp.attention_efficiency("sdpa", turing, table) == tp.attention_efficiency("flash", turing, table) == slow
+    assert tp.attention_efficiency("sdpa", ampere, table) == table["attention_kernel"]["sdpa"]["value"] > slow
+    assert tp.attention_efficiency("eager", turing, table) == table["attention_kernel"]["eager"]["value"]
+    assert tp.attention_efficiency("sdpa", gpu(name="AMD", compute_capability=None), table) > slow
+    job = tp.Job(LLAMA_8B, "lora", 4096, 2, trainable_params=40_000_000)
+    t_turing, t_ampere = tp.step_time(job, turing), tp.step_time(job, ampere)
+    assert t_turing.parts["compute"] > t_ampere.parts["compute"]  # same board otherwise: only attention slowed
+
+
+def test_a_measured_sustained_clock_caps_the_matmul_fraction():
+    # A short matmul benchmark can run above the clock a power-capped board holds under continuous load; where that
+    # clock is measured (steptime.yaml sustained_fraction.clock_bound) the fraction is capped at its share of boost.
+    table = tp.load_table()
+    sf = table["sustained_fraction"]
+    t4 = SimpleNamespace(name="T4", bf16=False, bf16_tflops=None, fp16_tflops=65.0, fp32_tflops=8.1)
+    clock = sf["clock_bound"]["T4"]
+    bound = clock["sustained_mhz"] / clock["boost_mhz"]
+    assert bound < sf["boards"]["T4"]["value"]  # the bound binds: the T4's GEMM row ran faster than 900 MHz allows
+    assert tp.sustained_rate(t4, "fp16", table) == pytest.approx(65e12 * bound)
+    free = {**table, "sustained_fraction": {**sf, "clock_bound": {}}}
+    assert tp.sustained_rate(t4, "fp16", free) == pytest.approx(65e12 * sf["boards"]["T4"]["value"])
+    assert tp.sustained_rate(A100, "bf16", table) == tp.sustained_rate(A100, "bf16", free)  # no clock: unchanged

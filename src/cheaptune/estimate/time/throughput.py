@@ -27,6 +27,7 @@ from cheaptune.estimate.time import scaling
 DATA = Path(__file__).parents[1] / "data" / "steptime.yaml"
 CAUSAL_FRACTION = 0.5  # a causal mask computes half of the seq x seq score matrix
 ATTN_KERNELS = ("sdpa", "flash", "eager")
+FLASH_MIN_CC = 8.0  # FlashAttention-2 needs sm80+ (Ampere); older NVIDIA boards run the memory-efficient kernel
 ADAPTER_METHODS = ("lora", "qlora", "dora", "ia3", "prompt_tuning", "prefix_tuning")
 GRAD_BYTES = {"full": 2}  # bf16-true full fine-tunes keep bf16 gradients; adapters train in fp32
 LINEAR_ADAPTERS = ("lora", "qlora", "dora", "ia3")  # methods that wrap linear layers (a per-module fixed cost)
@@ -160,9 +161,15 @@ def peak_flops(gpu: Any, precision: str = "bf16") -> tuple[float, str]:
 
 
 def sustained_rate(gpu: Any, precision: str, table: dict) -> float:
-    """FLOP/s a large matmul sustains on this board (datasheet peak x measured or assumed fraction)."""
+    """FLOP/s a large matmul sustains on this board: datasheet peak x measured (or assumed) fraction, at most the
+    share of the boost clock (the peak's clock) the board holds under continuous load where that clock is measured
+    (`clock_bound`): a seconds-long matmul benchmark can run above the clock a power-capped board keeps for hours."""
     sf = table["sustained_fraction"]
-    return peak_flops(gpu, precision)[0] * _v(sf["boards"].get(gpu.name, sf["default"]))
+    fraction = _v(sf["boards"].get(gpu.name, sf["default"]))
+    clock = sf.get("clock_bound", {}).get(gpu.name)
+    if clock:
+        fraction = min(fraction, clock["sustained_mhz"] / clock["boost_mhz"])
+    return peak_flops(gpu, precision)[0] * fraction
 
 
 def stack_constants(table: dict, stack: str) -> dict[str, Any]:
@@ -191,6 +198,18 @@ def elementwise_bytes_per_token(shape: ModelShape, job: Job, consts: dict) -> fl
     differ from another's (H100 and L40S have about twice the A100's)."""
     passes = 3 + (1 if job.grad_ckpt else 0) + job.reference
     return _v(consts.get("elementwise_bytes", 0.0)) * shape.hidden * shape.layers * passes
+
+
+def attention_efficiency(attn: str, gpu: Any, table: dict) -> float:
+    """Attention's efficiency against the matmul rate. Below compute capability 8.0 (Turing T4, Volta V100) no
+    FlashAttention-2 kernel exists: SDPA (and xformers, which Unsloth calls there) runs the memory-efficient
+    kernel, slower than a flash-class kernel on the same board (steptime.yaml attention_kernel.pre_sm80)."""
+    kernels = table["attention_kernel"]
+    eff = _v(kernels[attn])
+    cc = getattr(gpu, "compute_capability", None)
+    if attn != "eager" and cc and float(cc) < FLASH_MIN_CC and "pre_sm80" in kernels:
+        eff = min(eff, _v(kernels["pre_sm80"]))
+    return eff
 
 
 def matmul_efficiency(tokens: int, hidden: int, table: dict, stack: str = "cheaptune") -> float:
@@ -256,7 +275,7 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     shape, tokens = job.shape, job.rows * job.seq_len
     f = flops_per_token(shape, job.method, job.seq_len, job.grad_ckpt, job.trainable_params, job.reference)
     rate = sustained_rate(gpu, job.precision, table) * matmul_efficiency(tokens, shape.hidden, table, job.stack)
-    attn_eff = _v(table["attention_kernel"][job.attn])
+    attn_eff = attention_efficiency(job.attn, gpu, table)
     micro_compute = tokens * ((f.total - f.attention) / rate + f.attention / (rate * attn_eff))
     kind = "full" if job.method == "full" else "adapter"
     consts = stack_constants(table, job.stack)
@@ -268,7 +287,7 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     micro_dequant = 0.0
     dq = table["dequant"]
     if job.method == "qlora":
-        passes = dq["passes_forward"] * ((2 if job.grad_ckpt else 1) + job.reference) + dq["passes_backward"]
+        passes = _v(dq["passes_forward"]) * ((2 if job.grad_ckpt else 1) + job.reference) + _v(dq["passes_backward"])
         micro_dequant = passes * shape.matmul_params * _v(dq["bytes_per_param"]) / bw
     trainable = shape.params if job.method == "full" else job.trainable_params
     weight_bytes = 2.0 if job.precision != "fp32" else 4.0
