@@ -72,7 +72,7 @@ def test_the_h200_and_b200_adapters_and_the_rowless_b300_share_the_hopper_class_
     with no row, take a looser one: one share of the measured matmul rate for the class."""
     h100, h200, b200, b300 = (ceilings.ceiling(resolve_gpu(n), "lora") for n in ("H100", "H200", "B200", "B300"))
     assert h100.share == h200.share == b200.share == b300.share and h100.scope == "hopper+"
-    assert h200.mfu > ceilings.table()["H200/adapter"]["mfu"] and b200.mfu > ceilings.table()["B200/adapter"]["mfu"]
+    assert h200.mfu >= ceilings.table()["H200/adapter"]["mfu"] and b200.mfu >= ceilings.table()["B200/adapter"]["mfu"]
 
 
 @pytest.mark.parametrize("method", ["full", "lora"])
