@@ -165,3 +165,23 @@ def test_quantization_that_is_not_trained_is_refused_in_one_line(raw):
     msg = str(err.value)
     assert "\n" not in msg and "{" not in msg  # the rule, not a dump of the whole config
     assert ("int8" in msg) == ("int8" in str(raw) or "load_in_8bit" in str(raw))
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32])
+def test_a_seed_outside_numpys_range_is_refused(seed):
+    """transformers' set_seed seeds numpy, which raised 'Seed must be between 0 and 2**32 - 1' mid-run."""
+    with pytest.raises(BadInput, match="seed"):
+        validate({"seed": seed})
+    assert validate({"seed": 2**32 - 1}).seed == 2**32 - 1
+
+
+@pytest.mark.parametrize(("key", "value", "says"), [("lr_scheduler", "cosin", "did you mean cosine"),
+                                                     ("optimizer", "banana", "OptimizerNames")])
+def test_an_optimizer_or_scheduler_transformers_lacks_is_refused_before_loading(key, value, says):
+    """TrainingArguments raised a ValueError for these only after the model and data loaded: a traceback."""
+    from cheaptune.train.guardrails import check_hf_names
+
+    with pytest.raises(BadInput, match=says) as err:
+        check_hf_names(validate({key: value}))
+    assert f"{key} {value!r}" in str(err.value) and "\n" not in str(err.value)
+    check_hf_names(validate({"lr_scheduler": "constant", "optimizer": "adamw_torch"}))  # the demo config's names

@@ -89,7 +89,7 @@ class TrainConfig(GrpoFields, BaseModel):
     save_total_limit: int = Field(3, ge=1, description="keep the last K checkpoints (and the best)")
     eval_steps: int | None = Field(None, ge=1)
     logging_steps: int = Field(1, ge=1)
-    seed: int = 42
+    seed: int = Field(42, ge=0, le=2**32 - 1)  # numpy's range, which transformers' set_seed uses
     resume: str = Field("auto", description="auto | never | path to a checkpoint-N folder")
     merge: bool = False
     report_to: list[str] | str | None = Field(None, description="tensorboard | wandb | mlflow | none (several "
