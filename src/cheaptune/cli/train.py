@@ -154,10 +154,11 @@ def train(
         preflight(cfg, force)  # over budget: refused (exit 3) before the model is looked for or N processes start
     for d in cfg.datasets:  # a missing file or a folder named like one, said before transformers loads (lazy: reads nothing)
         iter_rows(d.path)
-    from cheaptune.train.guardrails import guard_settings  # transformers: after the cheap checks above
+    from cheaptune.train.guardrails import check_hf_names, guard_settings  # transformers: after those
     from cheaptune.train.run import train as run_train
 
     guard_settings(cfg)  # bad guard-rail settings fail here, before any model loads
+    check_hf_names(cfg)
     if cfg.base_model:
         from cheaptune.train.locate import check_base_model
 

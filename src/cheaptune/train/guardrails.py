@@ -55,6 +55,22 @@ def checkpoint_seconds(model: Any) -> float:
     return SAVE_FIXED_S + size / ASSUMED_WRITE_BYTES_PER_S
 
 
+def check_hf_names(cfg: TrainConfig) -> None:
+    """The optimizer and scheduler names against transformers' own lists, before any model loads: its
+    TrainingArguments refuses an unknown one only after the model and data are loaded, with a traceback."""
+    from transformers.trainer_utils import SchedulerType
+    from transformers.training_args import OptimizerNames
+
+    from cheaptune.errors import BadInput
+    from cheaptune.util.names import did_you_mean
+
+    for key, value, names in (("lr_scheduler", cfg.lr_scheduler, SchedulerType), ("optimizer", cfg.optimizer, OptimizerNames)):
+        known = [n.value for n in names]
+        if value is not None and value not in known:
+            raise BadInput(f"{key} {value!r} is not a transformers {names.__name__}{did_you_mean(str(value), known)}; "
+                           f"use one of {', '.join(known[:8])}, ...")
+
+
 def guard_settings(cfg: TrainConfig, **extra: Any):
     """GuardSettings from the config (only the fields GuardSettings has), plus `extra` ones (force, ...)."""
     from cheaptune.runs.guard import GuardSettings
