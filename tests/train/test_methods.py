@@ -59,3 +59,14 @@ def test_lora_target_presets(tiny_model_dir):
     cfg = validate({"base_model": str(tiny_model_dir), "lora_targets": "mlp,lm_head", "device": "cpu"})
     model = build_model(cfg, resolve_precision(cfg))
     assert set(model.peft_config["default"].target_modules) == {"gate_proj", "up_proj", "down_proj", "lm_head"}
+
+
+def test_lora_target_modules_naming_no_module_is_one_line(tiny_model_dir):
+    """peft's NoMatchingPeftModuleError escaped train as a traceback, exit 1 (issue 33's field sweep)."""
+    from cheaptune.errors import BadInput
+    from cheaptune.train.methods import build_model, resolve_precision
+
+    cfg = validate({"base_model": str(tiny_model_dir), "lora_target_modules": ["banana"], "device": "cpu"})
+    with pytest.raises(BadInput, match=r"lora_target_modules \['banana'\]: .*banana") as err:
+        build_model(cfg, resolve_precision(cfg))
+    assert "\n" not in str(err.value)

@@ -191,7 +191,10 @@ def build_model(cfg: TrainConfig, prec: Precision):
     import peft
 
     policy = prec.policy(cfg.method)
-    wrapped = peft.get_peft_model(model, pcfg, autocast_adapter_dtype=policy.adapter == "float32")
+    try:
+        wrapped = peft.get_peft_model(model, pcfg, autocast_adapter_dtype=policy.adapter == "float32")
+    except peft.utils.NoMatchingPeftModuleError as err:  # e.g. lora_target_modules naming no module
+        raise BadInput(f"lora_target_modules {cfg.lora_target_modules!r}: {err}") from None
     set_adapter_dtype(wrapped, policy)
     trainable, total = wrapped.get_nb_trainable_parameters()
     log.info("method %s: %d trainable of %d parameters", cfg.method, trainable, total)
