@@ -31,6 +31,15 @@ def test_relative_dataset_is_read_from_the_config_folder(tmp_path, monkeypatch):
     assert cfg.exists()
 
 
+def test_relative_eval_data_is_read_from_the_config_folder(tmp_path, monkeypatch):
+    """eval_data is an input like datasets (train --eval-after reads it): from the config's folder too."""
+    cfg = _config(tmp_path / "proj", "train.jsonl")
+    cfg.write_text(cfg.read_text() + "eval_data: held.jsonl\n")
+    (tmp_path / "proj" / "held.jsonl").write_text(json.dumps(ROW) + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert read_yaml("proj/cfg.yaml")["eval_data"] == str(Path("proj") / "held.jsonl")
+
+
 def test_a_hub_dataset_and_a_working_folder_path_stay_as_written(tmp_path, monkeypatch):
     _config(tmp_path / "proj", "HuggingFaceH4/no_robots")
     monkeypatch.chdir(tmp_path)

@@ -42,9 +42,12 @@ def beside_config(value: str, config: str | Path) -> str:
 
 
 def with_config_paths(raw: dict[str, Any], config: str | Path) -> dict[str, Any]:
-    """`raw` with each `datasets[].path` read from the config's folder (beside_config): every command that
-    reads a config (train, doctor, plan --config, launch --config) finds the same files from any folder."""
+    """`raw` with each `datasets[].path` and `eval_data` read from the config's folder (beside_config): every
+    command that reads a config (train, doctor, plan --config, launch --config) finds the same files from any
+    folder. Outputs (output_dir, checkpoint_dir) stay relative to the working folder, as Axolotl's do."""
     raw = _reward_paths(raw, config)
+    if isinstance(raw.get("eval_data"), str) and raw["eval_data"]:
+        raw = {**raw, "eval_data": beside_config(raw["eval_data"], config)}
     entries = raw.get("datasets")
     if not isinstance(entries, list):
         return raw
