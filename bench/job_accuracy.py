@@ -36,7 +36,7 @@ from cheaptune.errors import BadInput
 from cheaptune.estimate.cost.cost import constants
 from cheaptune.estimate.time import intervals
 from cheaptune.estimate.time import throughput as tp
-from cheaptune.estimate.time.scaling import Layout
+from cheaptune.estimate.time.scaling import Layout, serial_link
 
 JOBS = Path(__file__).with_name("data") / "jobs_public.csv"
 LENGTHS = Path(__file__).with_name("data") / "dataset_lengths.csv"
@@ -196,7 +196,7 @@ def predict(row: dict, table: dict, consts: dict, network: str) -> dict:
         extra["tokenize"] = work.tokens / consts["dataset_tokenize_tokens_per_s"]
     return {"train_s": train_s, "other_s": extra, "wall_s": train_s + sum(extra.values()),
             "board_class": intervals.board_class(gpu), "gpus": layout.gpus, "tokens": work.tokens,
-            "tokens_basis": work.basis}
+            "tokens_basis": work.basis, "serial_link": serial_link(layout, gpu)}
 
 
 def evaluate(jobs: list[dict], through: list[dict], grid: dict = ta.GRID) -> tuple[list[dict], list[dict]]:
@@ -218,10 +218,12 @@ def evaluate(jobs: list[dict], through: list[dict], grid: dict = ta.GRID) -> tup
         except (BadInput, KeyError, ValueError) as err:
             skipped.append({"id": row["id"], "why": f"{type(err).__name__}: {err}"[:160]})
             continue
-        lo, mid, hi, why = intervals.time_band(resolve_gpu(row["gpu"]), row["method"], p["gpus"], stack=stack)
+        lo, mid, hi, why = intervals.time_band(resolve_gpu(row["gpu"]), row["method"], p["gpus"], stack=stack,
+                                               serial_link=p["serial_link"])
         measured = float(row["wall_s"])
         out.append({"id": row["id"], "source": row["source"], "stack": row["stack"], "model": row["model"],
-                    "method": row["method"], "gpu": row["gpu"], "gpus": p["gpus"], "measured": measured,
+                    "method": row["method"], "gpu": row["gpu"], "gpus": p["gpus"], "serial_link": p["serial_link"],
+                    "measured": measured,
                     "loso": round(p["wall_s"], 1), "train_s": round(p["train_s"], 1),
                     "other_s": {k: round(v, 1) for k, v in p["other_s"].items()},
                     "tokens": round(p["tokens"]), "tokens_basis": p["tokens_basis"],

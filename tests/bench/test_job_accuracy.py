@@ -109,3 +109,25 @@ def test_a_row_states_the_network_between_its_nodes_and_a_faster_link_shortens_i
     fast, slow = (tp.step_time(*ja.job_of({**row, "network": n}, "hf")[:3], table).tokens_per_s
                   for n in ("infiniband", "ethernet"))
     assert fast > slow  # FSDP gathers 140 GB of weights per micro-step across the two nodes
+
+
+def test_a_serial_link_job_is_flagged_and_its_band_widens_where_no_row_shares_its_link(bench):
+    """A10G x4 FSDP (no usable peer-to-peer) and H100 x2 nodes over ethernet are serial links (scaling.serial_link:
+    transfers unhidden); the job's band is looked up for that link (estimate/time/intervals.py)."""
+    from cheaptune.catalog.gpus import resolve_gpu
+    from cheaptune.estimate.cost.cost import constants
+    from cheaptune.estimate.time import intervals
+
+    ja, ta = bench("job_accuracy"), bench("throughput_accuracy")
+    base = tp.load_table()
+    table = ta.with_constants(base, "fit", {"e_max": 0.6, "tokens_half": 0, "hidden_half": 300, "full": 0.002,
+                                            "adapter": 0.0, "per_module": 0.0, "elementwise_bytes": 100})
+    row = {**ROW, "model": "llama-2-7b", "method": "full", "lora_r": "", "lora_targets": "", "gpu": "A10G",
+           "gpus_per_node": "4", "sharding": "fsdp", "offload": "no", "grad_ckpt": "yes", "attn": "flash",
+           "network": "", "wall_includes": "train"}
+    assert ja.predict(row, table, constants(), "ethernet")["serial_link"]
+    assert not ja.predict({**row, "gpu": "A100-80GB"}, table, constants(), "ethernet")["serial_link"]
+    assert ja.predict({**row, "gpu": "H100", "gpus_per_node": "8", "nodes": "2"}, table, constants(),
+                      "ethernet")["serial_link"]
+    a10g = resolve_gpu("A10G")  # a plan's band (no layout given) takes the board's own link
+    assert intervals.time_band(a10g, "full", 4) == intervals.time_band(a10g, "full", 4, serial_link=True)

@@ -62,3 +62,18 @@ def test_one_sources_rows_do_not_set_a_band_alone():
     data = one + rows("a100", "full", 8, SPREAD) + rows("hopper+", "full", 8, SPREAD)
     _, mid, _, why = intervals.log_band(data, "a100", "full", 4)
     assert "widened" in why and math.exp(mid) < 5.0  # the lone benchmark's x5 is not the band's median
+
+
+def test_a_serial_link_job_prefers_serial_link_rows_and_widens_without_them():
+    """A multi-GPU job on a serial link (its transfers unhidden) is not given the band of NVLink rows as if
+    they were its own: pooled serial-link rows first; without any, the NVLink rows one step wider, saying so."""
+    nvlink = rows("a100", "full", 4, SPREAD)
+    staged = [{**r, "serial_link": True} for r in rows("geforce", "full", 2, [0.5, 0.55, 0.6, 0.5, 0.55, 0.6])]
+    lo0, _, hi0, _ = intervals.log_band(nvlink, "datacenter-ampere", "full", 4)
+    lo, _, hi, why = intervals.log_band(nvlink, "datacenter-ampere", "full", 4, serial_link=True)
+    assert hi - lo > hi0 - lo0 and "none of them on a serial link" in why
+    _, mid, _, why2 = intervals.log_band(nvlink + staged, "datacenter-ampere", "full", 4, serial_link=True)
+    assert "serial-link links" in why2 and math.exp(mid) < 0.7  # the serial-link rows' median, not NVLink's
+    assert intervals.log_band(nvlink + staged, "a100", "full", 4) == intervals.log_band(nvlink, "a100", "full", 4)
+    assert not intervals.residual_rows([{"board_class": "a100", "method": "lora", "gpus": 2, "log_time_ratio": 0.0}]
+                                       )[0]["serial_link"]

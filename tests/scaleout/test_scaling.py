@@ -12,8 +12,10 @@ from cheaptune.estimate.time.scaling import (
     INTERCONNECT,
     Layout,
     communication,
+    exposed_seconds,
     intra_node_gbs,
     no_peer_to_peer,
+    serial_link,
 )
 
 LLAMA_8B = tp.ModelShape(params=8_030_000_000, hidden=4096, layers=32, vocab=128256, tied_embeddings=False)
@@ -85,12 +87,45 @@ def test_across_nodes_one_ring_over_every_rank_at_the_nic():
     16 nodes x 1 are the same 16-rank ring through the same NIC (a two-level sum gave 2 x 8 half the NIC time)."""
     table, g, size = tp.load_table(), resolve_gpu("H100"), 16e9
     nic = table["links"]["inter_node_gbs"]["ethernet"]["value"] * 1e9
-    two = communication(Layout(8, 2, "fsdp"), g, size, size, table)
-    wide = communication(Layout(1, 16, "fsdp"), g, size, size, table)
+    two = communication(Layout(8, 2, "zero3"), g, size, size, table)
+    wide = communication(Layout(1, 16, "zero3"), g, size, size, table)
     assert two.per_micro_s == pytest.approx(3 * 15 / 16 * size / nic)
     assert wide.per_micro_s == pytest.approx(two.per_micro_s)
-    one = communication(Layout(8, 1, "fsdp"), g, size, size, table)
+    one = communication(Layout(8, 1, "zero3"), g, size, size, table)
     assert one.per_micro_s == pytest.approx(3 * 7 / 8 * size / (intra_node_gbs(g, table) * 1e9))
+
+
+def test_fsdp_reduce_scatters_on_the_last_micro_step_zero3_on_every_one():
+    """transformers trainer.py: no_sync on every micro-batch but the last unless DeepSpeed; so FSDP's
+    gradient reduce-scatter is paid once per optimizer step and its gathers every micro-step."""
+    table, g, size = tp.load_table(), resolve_gpu("A100-80GB"), 16e9
+    fsdp = communication(Layout(8, 1, "fsdp"), g, size, size, table)
+    zero3 = communication(Layout(8, 1, "zero3"), g, size, size, table)
+    assert fsdp.last_micro_s == pytest.approx(zero3.per_micro_s / 3) and fsdp.per_micro_s == pytest.approx(
+        2 * zero3.per_micro_s / 3)
+    job = tp.Job(LLAMA_8B, "full", 512, 1, True, 0, grad_accum=8)
+    f, z = (tp.step_time(job, g, Layout(8, 1, s)) for s in ("fsdp", "zero3"))
+    assert f.parts["communication"] <= z.parts["communication"] and f.parts["compute"] == z.parts["compute"]
+
+
+def test_serial_links_hide_less_of_the_gathers(monkeypatch):
+    """Ethernet between nodes and the A10G (no usable peer-to-peer) leave FSDP/ZeRO-3's transfers unhidden
+    (interconnect.yaml serial_link_overlap); NVLink, InfiniBand and GeForce's SHM path keep overlap.sharded."""
+    from cheaptune.estimate.time import scaling
+
+    table, links = tp.load_table(), scaling._interconnect()
+    entry = yaml.safe_load(INTERCONNECT.read_text())["serial_link_overlap"]
+    assert entry["label"] in ("measured", "fitted", "assumption") and entry["source"]
+    assert serial_link(Layout(4, 1, "fsdp"), resolve_gpu("A10G")) and not serial_link(Layout(2, 1, "fsdp"), resolve_gpu("RTX4090"))
+    assert not serial_link(Layout(8, 1, "fsdp"), resolve_gpu("A100-80GB")) and not serial_link(Layout(1, 1), resolve_gpu("A10G"))
+    assert serial_link(Layout(8, 2, "fsdp", network="ethernet"), resolve_gpu("H100"))
+    assert not serial_link(Layout(8, 2, "fsdp", network="infiniband"), resolve_gpu("H100"))
+    assert links["serial_link_overlap"]["value"] < table["overlap"]["sharded"]["value"]
+    staged = communication(Layout(4, 1, "fsdp"), resolve_gpu("A10G"), 5e9, 5e9, table)
+    assert staged.serial_link
+    exposed = exposed_seconds(staged, Layout(4, 1, "fsdp"), 1, 10.0, 32, table)
+    monkeypatch.setattr(scaling, "_interconnect", lambda: {**links, "serial_link_overlap": table["overlap"]["sharded"]})
+    assert exposed > exposed_seconds(staged, Layout(4, 1, "fsdp"), 1, 10.0, 32, table)
 
 
 def test_offload_of_a_4bit_base_costs_a_few_percent_not_half():

@@ -10,6 +10,10 @@ ln(measured time / predicted time) per row, written by bench/throughput_accuracy
 data/time_residuals.json with one factor on every band's width, `widen` (split-conformal: the 80th percentile of
 how far outside its band each held-out row falls), so that about 80% of held-out rows fall inside. The bench checks
 that share with the factor itself refitted without each source, so no source sets the width it is scored by.
+A multi-GPU job on a serial link (ethernet between nodes, or boards without usable peer-to-peer:
+scaling.serial_link) is timed with its transfers unhidden, unlike NVLink or InfiniBand rows: before pooling rows of
+other boards it looks for pooled rows on such links, and where none match it takes the other rows one step wider
+and says so.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import math
 import statistics
 from pathlib import Path
 from typing import Any
+
+from cheaptune.estimate.time import scaling
 
 DATA = Path(__file__).parents[1] / "data" / "time_residuals.json"
 MIN_ROWS = 5  # fewer matching rows than this: a looser match, widened
@@ -51,7 +57,8 @@ def gpu_class(n: int) -> str:
 
 
 def residual_rows(rows: list[dict]) -> list[dict]:
-    """Rows as (board class, method, gpus, stack, log time ratio): from the data file's rows or the bench's results."""
+    """Rows as (board class, method, gpus, stack, serial link, log time ratio): from the data file's rows or the
+    bench's results (`serial_link`: scaling.serial_link of the row's layout; absent is False)."""
     out = []
     for r in rows:
         ratio = r.get("log_time_ratio")
@@ -59,7 +66,7 @@ def residual_rows(rows: list[dict]) -> list[dict]:
             ratio = math.log(r["loso"] / r["measured"])
         out.append({"board_class": r.get("board_class") or r["gpu_arch_class"], "method": r["method"],
                     "gpus": int(r["gpus"]), "stack": r.get("stack", ""), "source": r.get("source", ""),
-                    "log_time_ratio": float(ratio)})
+                    "log_time_ratio": float(ratio), "serial_link": bool(r.get("serial_link", False))})
     return out
 
 
@@ -84,10 +91,12 @@ def needed_scale(x: float, lo: float, mid: float, hi: float) -> float:
 
 
 def log_band(rows: list[dict] | tuple[dict, ...], board: str, method: str, gpus: int,
-             stack: str = "hf") -> tuple[float, float, float, str]:
+             stack: str = "hf", serial_link: bool = False) -> tuple[float, float, float, str]:
     """(p10, p50, p90) of ln(measured / predicted time) for a job like this, and where it came from: rows of the
-    plan's own trainer stack first (another stack's errors are not this one's), then any stack, widened."""
+    plan's own trainer stack first (another stack's errors are not this one's), then any stack, widened. A
+    serial-link multi-GPU job tries the other boards' serial-link rows before all of them, one step each."""
     cls, n = method_class(method), gpu_class(gpus)
+    staged = serial_link and gpus > 1
     levels = [(lambda r: (r["board_class"], r["method"], gpu_class(r["gpus"]), r["stack"]) == (board, method, n, stack),
                f"{stack} rows of {board} {method} on {n} GPU(s)"),
               (lambda r: (method_class(r["method"]), gpu_class(r["gpus"]), r["stack"]) == (cls, n, stack),
@@ -98,6 +107,10 @@ def log_band(rows: list[dict] | tuple[dict, ...], board: str, method: str, gpus:
                f"any stack, any board, {cls} on {n} GPU(s)"),
               (lambda r: method_class(r["method"]) == cls, f"any stack, any board, {cls}"),
               (lambda r: True, "every public row")]
+    if staged:  # each pooled level first on serial-link rows only
+        levels = [lv for i, (match, what) in enumerate(levels) for lv in (
+            [((lambda r, m=match: m(r) and r.get("serial_link", False)), f"{what}, serial-link links"), (match, what)]
+            if i in (1, 3) else [(match, what)])]
     for step, (match, what) in enumerate(levels):
         hits = [r for r in rows if match(r)]
         got = sorted(r["log_time_ratio"] for r in hits)
@@ -110,16 +123,20 @@ def log_band(rows: list[dict] | tuple[dict, ...], board: str, method: str, gpus:
                    f"no {MIN_ROWS} {stack} rows of {MIN_SOURCES}+ sources for {board} {method} on {n} GPU(s): from "
                    f"{len(got)} held-out "
                    f"rows ({what}), widened x{WIDEN ** step:.2f}")
+            if staged and step and not any(r.get("serial_link") for r in hits):
+                why += "; none of them on a serial link (ethernet between nodes, or no usable peer-to-peer)"
             return lo, mid, hi, why
     return -0.4, 0.0, 0.4, "no public rows: a default band of x0.67-x1.5"
 
 
 def time_band(gpu: Any, method: str, gpus: int, rows: tuple[dict, ...] | None = None,
-              stack: str = "hf") -> tuple[float, float, float, str]:
+              stack: str = "hf", serial_link: bool | None = None) -> tuple[float, float, float, str]:
     """(p10, p50, p90) factors on the predicted training time of `method` on `gpus` x `gpu` with `stack` (the
-    bench's fitting stack: cheaptune's runs are fitted as hf), and the basis."""
+    bench's fitting stack: cheaptune's runs are fitted as hf), and the basis. `serial_link` (scaling.serial_link of
+    the job's layout) defaults to that of one node of `gpus` boards."""
     data, k = _loaded() if rows is None else (rows, 1.0)
-    lo, mid, hi, why = log_band(data, board_class(gpu), method, gpus, stack)
+    staged = scaling.serial_link(scaling.Layout(gpus), gpu) if serial_link is None else serial_link
+    lo, mid, hi, why = log_band(data, board_class(gpu), method, gpus, stack, staged)
     lo, hi = widened(lo, mid, hi, k)
     return math.exp(lo), math.exp(mid), math.exp(hi), why + (f"; x{k:.2f} wider, so 8 in 10 held-out rows fall inside"
                                                              if k > 1 else "")

@@ -12,7 +12,10 @@ that hop is the node's NIC: every ring crossing the node boundary shares it, so 
 for all n ranks, not (nodes-1)/nodes as a two-level (intra, then inter) sum would; measured busbw sits at the
 node's NIC total (NVIDIA/nccl-tests#119: 3 nodes x 8 A100, 4x 200 Gbit/s each, 85-96 of 100 GB/s). NCCL may
 all-reduce by tree across nodes, above the NIC rate on 2 nodes (NVIDIA/nccl#837), so DDP's ring time errs slow.
-Constants: data/steptime.yaml.
+Gradient accumulation: FSDP re-gathers the weights every micro-step, but the HF Trainer and litgpt skip the
+gradient reduce-scatter on all micro-steps but the last (transformers 5.24.0 trainer.py L1904-1915: no_sync unless
+DeepSpeed or the last batch; litgpt finetune/full.py: fabric.no_backward_sync(model, enabled=is_accumulating)),
+while DeepSpeed ZeRO-3 reduces every micro-step. Constants: data/steptime.yaml.
 """
 
 from __future__ import annotations
@@ -61,19 +64,46 @@ class Layout:
 
 @dataclass(frozen=True)
 class Comm:
-    """Seconds of transfers: once per optimizer step (DDP/ZeRO-2) and per micro-step (gathers, offload)."""
+    """Seconds of transfers: once per optimizer step (DDP/ZeRO-2), per micro-step (gathers, offload, ZeRO-3's
+    gradient reduce-scatter) and on the last micro-step only (FSDP's reduce-scatter under no_sync), and whether the
+    link is one compute does not hide them behind (`serial_link`)."""
 
     per_step_s: float = 0.0
     per_micro_s: float = 0.0
+    last_micro_s: float = 0.0
+    serial_link: bool = False
 
 
 @lru_cache(maxsize=1)
+def _interconnect() -> dict:
+    try:
+        doc = yaml.safe_load(INTERCONNECT.read_text())
+        _ = doc["no_peer_to_peer"]["boards"], float(doc["serial_link_overlap"]["value"])
+        return doc
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as err:
+        raise BadInput(f"{INTERCONNECT}: not a valid link table ({err}); restore it from the package") from None
+
+
 def no_peer_to_peer() -> frozenset[str]:
     """Datacenter boards without GPU peer-to-peer in the instances that carry them (data/interconnect.yaml)."""
-    try:
-        return frozenset(yaml.safe_load(INTERCONNECT.read_text())["no_peer_to_peer"]["boards"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError) as err:
-        raise BadInput(f"{INTERCONNECT}: not a valid link table ({err}); restore it from the package") from None
+    return frozenset(_interconnect()["no_peer_to_peer"]["boards"])
+
+
+def peer_to_peer(gpu: Any) -> bool:
+    """Whether GPUs of this board in one node reach each other directly (NVLink, or PCIe with P2P)."""
+    if getattr(gpu, "interconnect", "pcie") in ("nvlink", "sxm"):
+        return True
+    return not (getattr(gpu, "tier", "") == "consumer" or getattr(gpu, "name", "") in no_peer_to_peer())
+
+
+def serial_link(layout: Layout, gpu: Any) -> bool:
+    """Whether FSDP/ZeRO-3's transfers run on a link that compute does not hide them behind: ethernet between
+    nodes (NCCL's IP-socket transport, "NCCL uses network (IB or IP sockets)", NCCL 2.3.7 docs env.txt) or GPUs
+    of one node on the boards data/interconnect.yaml lists without usable peer-to-peer (the A10G: P2P writes
+    measured at 49,207 us). GeForce boards' host-memory path (SHM) keeps the prefetch overlap: their held-out
+    FSDP rows read right with it (interconnect.yaml serial_link_overlap)."""
+    return (layout.nodes > 1 and layout.network == "ethernet") or (
+        layout.gpus_per_node > 1 and getattr(gpu, "name", "") in no_peer_to_peer())
 
 
 def intra_node_gbs(gpu: Any, table: dict) -> float:
@@ -83,9 +113,7 @@ def intra_node_gbs(gpu: Any, table: dict) -> float:
         return float(links["nvlink"].get(arch, links["nvlink"]["default"]))
     gen = int(links["pcie_gen"].get(arch, links["pcie_gen"]["default"]))
     gbs = 16 * 2 ** (gen - 3) * float(links["pcie_efficiency"]["value"])
-    if getattr(gpu, "tier", "") == "consumer" or getattr(gpu, "name", "") in no_peer_to_peer():
-        gbs *= float(links["no_p2p_factor"]["value"])
-    return gbs
+    return gbs if peer_to_peer(gpu) else gbs * float(links["no_p2p_factor"]["value"])
 
 
 def _ring(nbytes: float, n: int, gbs: float, factor: float) -> float:
@@ -107,29 +135,38 @@ def communication(layout: Layout, gpu: Any, stored_bytes: float, grad_bytes: flo
     if layout.gpus <= 1 and not layout.offload:
         return Comm()
     host = float(table["links"]["host_pcie_gbs"]["value"]) * 1e9
-    n = layout.gpus
+    n, serial = layout.gpus, serial_link(layout, gpu)
     if layout.sharding in GATHERING:
-        micro = 2 * _collective(stored_bytes, layout, gpu, table, 1.0) + _collective(grad_bytes, layout, gpu, table, 1.0)
+        micro = 2 * _collective(stored_bytes, layout, gpu, table, 1.0)
+        scatter = _collective(grad_bytes, layout, gpu, table, 1.0)
         if layout.offload:  # the shard goes up for forward and backward, its gradients come down
             micro += (2 * stored_bytes + grad_bytes) / n / host
-        return Comm(per_micro_s=micro)
+        if layout.sharding == "fsdp":  # no_sync on every micro-step but the last (module docstring)
+            return Comm(per_micro_s=micro, last_micro_s=scatter, serial_link=serial)
+        return Comm(per_micro_s=micro + scatter, serial_link=serial)
     step = _collective(grad_bytes, layout, gpu, table, 2.0)  # all-reduce, or ZeRO-2's scatter + gather
     if layout.offload:
         step += 2 * grad_bytes / n / host
-    return Comm(per_step_s=step)
+    return Comm(per_step_s=step, serial_link=serial)
 
 
 def exposed_seconds(comm: Comm, layout: Layout, accum: int, micro_compute_s: float, layers: int,
                     table: dict) -> float:
     """Communication seconds per optimizer step that compute does not hide. DDP overlaps its all-reduce
     with the last micro-step's backward (about 2/3 of its compute); gathering strategies prefetch the
-    next unit during compute, leaving one unit's share exposed."""
+    next unit during compute, leaving one unit's share exposed, as far as the link lets them
+    (steptime.yaml overlap.sharded, or interconnect.yaml serial_link_overlap on a serial_link); FSDP's
+    reduce-scatter adds to the last micro-step's transfers only."""
     out = 0.0
     if comm.per_step_s:
         ovl = float(table["overlap"]["ddp"]["value"])
         out += comm.per_step_s - ovl * min(comm.per_step_s, micro_compute_s * 2 / 3)
-    if comm.per_micro_s:
-        ovl = float(table["overlap"]["sharded"]["value"])
-        c = comm.per_micro_s
-        out += accum * (max(0.0, c - ovl * micro_compute_s) + c / max(layers, 1))
+    if comm.per_micro_s or comm.last_micro_s:
+        entry = _interconnect()["serial_link_overlap"] if comm.serial_link else table["overlap"]["sharded"]
+        ovl = float(entry["value"])
+
+        def exposed(c: float) -> float:
+            return max(0.0, c - ovl * micro_compute_s) + c / max(layers, 1)
+
+        out += (accum - 1) * exposed(comm.per_micro_s) + exposed(comm.per_micro_s + comm.last_micro_s)
     return out
