@@ -8,7 +8,6 @@ import pytest
 
 from cheaptune.estimate.settings import for_gpu
 from cheaptune.plan import planfile
-from cheaptune.train.billing import bill_where_it_runs
 from cheaptune.train.config import build
 
 
@@ -27,6 +26,8 @@ def h100_plan(tmp_path):
 
 
 def test_a_cpu_run_of_an_h100_plan_is_not_billed_at_the_h100_price(h100_plan, tmp_path):
+    from cheaptune.train.billing import bill_where_it_runs  # here: the other tests need none of it
+
     cfg = build(None, h100_plan, {"output_dir": str(tmp_path / "o"), "datasets": [{"path": "x"}]})
     assert cfg.price_per_hour == 2.49
     on_cpu, note = bill_where_it_runs(cfg, None)
@@ -39,6 +40,8 @@ def test_a_cpu_run_of_an_h100_plan_is_not_billed_at_the_h100_price(h100_plan, tm
 
 
 def test_a_plan_for_the_cpu_is_billed_at_its_own_price_on_the_cpu(h100_plan, tmp_path):
+    from cheaptune.train.billing import bill_where_it_runs  # here: the other tests need none of it
+
     raw = planfile.load(h100_plan).model_dump(mode="json")
     raw["offer"] = {**raw["offer"], "gpu": "CPU", "price_per_hour": 0.05}
     cpu_plan = tmp_path / "cpu-plan.yaml"
@@ -61,6 +64,8 @@ def test_a_config_files_budget_and_price_win_over_the_plans(h100_plan, tmp_path)
 
 
 def test_a_price_of_the_users_own_is_kept_off_the_plans_gpu(h100_plan, tmp_path):
+    from cheaptune.train.billing import bill_where_it_runs  # here: the other tests need none of it
+
     cfg = build(None, h100_plan, {"output_dir": str(tmp_path / "o"), "price_per_hour": 0.3})
     assert bill_where_it_runs(cfg, None) == (cfg, None)
     own_budget = build(None, h100_plan, {"output_dir": str(tmp_path / "o"), "budget_usd": 2.0})
@@ -88,14 +93,16 @@ def test_the_demo_configs_optimizer_can_be_estimated(tmp_path):
 
 
 def test_final_loss_reads_as_a_number_and_falls_back_to_the_runs_mean(tmp_path):
-    from cheaptune.train.outputs import loss_text, write_summary
+    from cheaptune.train.outputs import write_summary
 
-    assert loss_text(0.006672698073089123) == "0.006673" and loss_text(None) == "not logged"
     cfg = build(None, None, {"base_model": "x/y", "output_dir": str(tmp_path)})
     state = SimpleNamespace(global_step=2, max_steps=2, num_input_tokens_seen=10,
                             log_history=[{"step": 2, "train_loss": 1.25, "train_runtime": 1.0}])  # no per-step loss
     s = write_summary(cfg, state, seconds=1.0, tokens_segment=10, final_eval_loss=None, precision="fp32", extra={})
-    assert s["final_train_loss"] == 1.25
+    assert s["final_train_loss"] == 1.25  # was None, printed as "final loss None"
+    from cheaptune.train.outputs import loss_text
+
+    assert loss_text(0.006672698073089123) == "0.006673" and loss_text(None) == "not logged"
 
 
 def test_the_last_step_is_printed_once():
