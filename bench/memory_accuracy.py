@@ -319,7 +319,7 @@ def estimate_row(row: dict, tmp: Path) -> tuple[dict | None, str]:
 
 
 def main() -> None:
-    rows, skipped, unreadable, apart, previous = [], [], [], [], ""
+    rows, skipped, unread, apart, previous = [], [], [], [], ""
     with tempfile.TemporaryDirectory() as tmp:
         for row in csv.DictReader((HERE / "data" / "vram_measured_public.csv").open()):
             group = source_of(row, previous)
@@ -329,7 +329,7 @@ def main() -> None:
                 continue
             out, why = estimate_row(row, Path(tmp))
             if out is None:
-                (unreadable if why.startswith("unreadable") else skipped).append({"id": row["id"], "why": why})
+                (unread if why.startswith("unreadable") else skipped).append({"id": row["id"], "why": why})
                 continue
             out["group"] = group
             (apart if row["id"] in NOT_MODELLED else rows).append(out)
@@ -342,7 +342,7 @@ def main() -> None:
         r["why_apart"] = NOT_MODELLED[r["id"]]
     fitted = fit_slack(rows)
     result = {"date": datetime.date.today().isoformat(), "loso": scoring(rows), "rows": rows, "skipped": skipped,
-              "unreadable": unreadable,
+              "unreadable": unread,
               "not_modelled": apart, "slack_fraction_on_all_rows": fitted, "qlora_range": coverage,
               "accelerate": _summary([r["accelerate_error"] for r in rows]),
               "gpu_poor": _summary([r["gpu_poor_error"] for r in rows])}
@@ -360,8 +360,8 @@ def main() -> None:
                   f"worst under {v['worst_under']:+.1%}  worst over {v['worst_over']:+.1%}")
     for r in apart:
         print(f"  apart {r['id']}: {r['error']:+.1%} ({r['why_apart']})")
-    for r in unreadable:
-        print(f"  unreadable {r['id']}: {r['why'][12:]}")
+    for r in unread:
+        print(f"  unreadable {r['id']}: {r['why'].removeprefix('unreadable: ')}")
     from cheaptune.util import atomic
 
     atomic.write_text(HERE / "results" / "memory_accuracy.json", json.dumps(stamp(result), indent=1))
