@@ -26,9 +26,10 @@ def plan_command(
     effective_batch: int | None = typer.Option(None, "--effective-batch", callback=bounded(1, 2**20), help="Sequences per optimiser step (default 16)."),
     method: str | None = typer.Option(None, "--method", help="auto (full, lora, qlora; the default) or a comma list: full,lora,qlora,dora."),
     lora_r: int | None = typer.Option(None, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank for adapter methods (default 16)."),
-    lora_targets: str | None = typer.Option(None, "--lora-targets", help="Modules the adapter wraps: presets qv, "
-                                            "attention, mlp, all-linear (the default; + lm_head) or module names; "
-                                            "sized, timed and saved as given (wins over a config's key)."),
+    lora_targets: str | None = typer.Option(None, "--lora-targets", help="Modules the adapter wraps, a comma list of "
+                                            "presets (qv, attention, mlp, all-linear: the default; lm_head adds the "
+                                            "output head) or module names; sized, timed and saved as given (wins over "
+                                            "a config's key)."),
     config: Path | None = typer.Option(None, "--config", help="Plan the run a cheaptune, Axolotl, LLaMA-Factory or "
                                        "litgpt YAML config describes (flags given win over its keys); with --save, "
                                        "sized as `cheaptune train` runs it."),
