@@ -239,3 +239,15 @@ def test_sky_backend_reads_the_launched_clusters_price_from_its_handle(monkeypat
     assert SkyBackend().launched_price(LaunchResult(job_id=1)) is None
     fake.stream_and_get = lambda req: []
     assert SkyBackend().launched_price(LaunchResult(job_id=1, cluster="c1")) is None
+
+
+@pytest.mark.parametrize("key", ["optimizer", "lr_scheduler"])
+def test_a_config_name_transformers_lacks_is_refused_by_the_dry_run(key, tmp_path, plan_file, run_cli):
+    """train refuses these before loading (train.guardrails.check_hf_names); the dry run checks what train on the
+    machine accepts, so it refuses them too, before a VM boots and installs only to stop there."""
+    config = tmp_path / "cfg.yaml"
+    config.write_text(f"{key}: banana\n")
+    out = tmp_path / "t.yaml"
+    code, _out, err = run_cli("launch", str(plan_file), "--dry-run", "--config", str(config), "--out", str(out))
+    assert code == 2 and f"{key} 'banana'" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
