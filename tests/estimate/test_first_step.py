@@ -1,5 +1,6 @@
 """The simulated step 2 is the same, byte for byte, whether step 1 ran its forward and backward or only made the
-optimizer state it leaves (simulate's default, about half the time of a simulation)."""
+optimizer state it leaves (simulate's default, about half the time of a simulation), and, with accumulation,
+whether step 2's first micro-step ran or only made the gradients it leaves (about 40% of an accumulated one)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ CASES = {
     "full-accum": dict(method="full", grad_accum=2),
     "full-dpo": dict(method="full", objective="dpo"),
     "lora-litgpt": dict(method="lora", trainer="litgpt"),
+    "lora-ckpt-accum": dict(method="lora", grad_ckpt=True, grad_accum=4),
+    "qlora-dpo-accum": dict(method="qlora", objective="dpo", grad_accum=2),
+    "full-dpo-ckpt-accum-unsloth": dict(method="full", objective="dpo", grad_ckpt=True, grad_accum=2, trainer="unsloth"),
 }
 
 

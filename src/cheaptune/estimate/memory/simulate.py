@@ -260,7 +260,7 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin, replay
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     # trl's fused head uses the head's weight, not the module: everything after the backbone is the loss
     base.base_model.register_forward_hook(lambda *_: setattr(tracker, "forward_category", "logits_loss"))
-    _install_bucket_hooks(model, tracker, cfg)
+    after_backward = _install_bucket_hooks(model, tracker, cfg)
     from cheaptune.estimate.memory.profiles import get_profile
 
     opt = make_optimizer(req.optimizer, params, get_profile(req.trainer).foreach_adamw or mechanism(req, "foreach_adamw"))
@@ -272,6 +272,12 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin, replay
     micro_steps = min(req.grad_accum, HELD_MICRO_STEPS)
     for step in range(steps):
         tracker.reset_peaks()
+        if step == steps - 1 and micro_steps > 1 and not replay:  # the micro-steps before the last leave only
+            for p in params:  # their gradients, made from zero as step 1's are: the last runs over them and sets
+                p.grad = torch.zeros_like(p)  # every peak (the same bytes as `replay`, in ~60% of the time)
+                tracker.retag(p.grad, "gradients")
+            tracker.phase, tracker.bucket = "backward", after_backward  # as the skipped backward leaves them
+            micro_steps = 1
         with tracker:
             if step < steps - 1 and not replay:  # an earlier step leaves its optimizer state: made from zero
                 for p in params:  # gradients, the same bytes as `replay`ing its forward and backward in ~55% of the time
@@ -409,13 +415,14 @@ class _InplaceCrossEntropy(torch.autograd.Function):
         return logits
 
 
-def _install_bucket_hooks(model, tracker, cfg) -> None:
+def _install_bucket_hooks(model, tracker, cfg) -> str:
     """Label backward by position in the stack: the backward peak of a block stack is reached at its
-    top or its bottom (grads grow as saved activations shrink), each affine in the block count."""
+    top or its bottom (grads grow as saved activations shrink), each affine in the block count.
+    Returns the label a backward ends in (the first block's, else the head's)."""
     n = int(cfg.num_hidden_layers)
     layers = decoder_layers(model, n)
     if layers is None:
-        return
+        return "head"
     prefix, period = layer_period(cfg)
 
     def bucket(i: int) -> str:
@@ -427,6 +434,7 @@ def _install_bucket_hooks(model, tracker, cfg) -> None:
             if tracker.phase == "forward" and isinstance(out, torch.Tensor) and out.requires_grad:
                 out.register_hook(lambda g: setattr(tracker, "bucket", label))
         layer.register_forward_hook(hook)
+    return bucket(0)
 
 
 def _track_quant_states(model, tracker) -> None:
