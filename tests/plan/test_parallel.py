@@ -36,9 +36,9 @@ def plan_both(tiny_model_dir, run_cli, monkeypatch, tmp_path):
     opened = []
     real_open = parallel.ParallelFit._open
 
-    def counting(self, firsts, groups):
+    def counting(self, first, groups):
         opened.append(groups)
-        return real_open(self, firsts, groups)
+        return real_open(self, first, groups)
 
     monkeypatch.setattr(parallel.ParallelFit, "_open", counting)
 

@@ -5,8 +5,8 @@ for next (`ahead`). A fit's search depends only on its own points (microsearch),
 (method, precision) share points, so each such group runs one fit at a time, in the order asked, and
 different groups run side by side; workers share points through the on-disk estimate cache (atomic
 writes). Results are handed back in the order the planner asks, an error as the same exception, so the
-plan is the serial plan byte for byte. Workers are forked after the parent has estimated each group's
-first point (they inherit its imports) and live until the planner says it needs no more fits.
+plan is the serial plan byte for byte. Workers are forked after the parent has estimated the first point
+of the fit asked for now (they inherit its imports) and live until the planner says it needs no more fits.
 CHEAPTUNE_WORKERS=1, one core, or not Linux (no fork): serial in this process.
 """
 
@@ -157,20 +157,22 @@ class ParallelFit:
         if self._pool is None:
             if len(ready) < 2:  # one group: the parent is as fast alone
                 return
-            self._open([self._queued[g][0] for g in ready], len(ready))
+            self._open(self._queued[ready[0]][0], len(ready))
         for group in ready[: max(0, self._size - len(self._running))]:
             key = self._queued[group].pop(0)
             self._running[self._pool.submit(_run, key)] = key
 
-    def _open(self, firsts: list[Key], groups: int) -> None:
-        """Fork the workers after the first point of each group's first search is estimated here (`warm`):
-        torch, transformers, peft, bitsandbytes and the model's class (4 s of imports) and what each kind of
-        step loads on first use are then loaded once, and inherited, not once per worker."""
+    def _open(self, first: Key, groups: int) -> None:
+        """Fork the workers after the first point of the first group's search (the fit asked for now) is
+        estimated here (`warm`): torch, transformers, peft, bitsandbytes, the model's class (4-5 s of imports)
+        and what a first simulation loads (0.8 s) are then loaded once and inherited, not once per worker. The
+        other groups' first points run in the workers: what a further kind of step adds on first use is
+        under 0.1 s (a QLoRA or full point after a LoRA one), so warming them here only kept a core idle."""
         global _FIT
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        for first in firsts if self._warm is not None else ():
+        if self._warm is not None:
             with contextlib.suppress(Exception):  # the fit that needs this point raises it where the planner asks
                 self._warm(first)
         _FIT = self._fit
