@@ -30,8 +30,8 @@ def test_a_job_no_row_supports_gets_a_wider_band_and_says_why():
     lo1, _, hi1, _ = intervals.log_band(data, "a100", "lora", 1)
     lo, _, hi, why = intervals.log_band(data, "geforce", "qlora", 1)  # no GeForce rows: any board, adapter, 1 GPU
     assert hi - lo > hi1 - lo1 and "no 5 hf rows of 2+ sources for geforce qlora" in why and "widened x1.25" in why
-    _, _, _, why8 = intervals.log_band(data, "geforce", "lora", 2)  # no adapter rows on 2-4 GPUs either
-    assert "any stack, any board, adapter" in why8 and "x2.44" in why8
+    _, _, _, why8 = intervals.log_band(data, "geforce", "lora", 2)  # no adapter rows on several GPUs either:
+    assert "any stack, any board, adapter" in why8 and "x3.05" in why8  # the one-GPU rows, a step wider still
 
 
 def test_another_stacks_rows_count_only_after_the_plans_own_and_widened():
@@ -73,7 +73,16 @@ def test_a_serial_link_job_prefers_serial_link_rows_and_widens_without_them():
     lo, _, hi, why = intervals.log_band(nvlink, "datacenter-ampere", "full", 4, serial_link=True)
     assert hi - lo > hi0 - lo0 and "none of them on a serial link" in why
     _, mid, _, why2 = intervals.log_band(nvlink + staged, "datacenter-ampere", "full", 4, serial_link=True)
-    assert "serial-link links" in why2 and math.exp(mid) < 0.7  # the serial-link rows' median, not NVLink's
+    assert "on serial links" in why2 and math.exp(mid) < 0.7  # the serial-link rows' median, not NVLink's
     assert intervals.log_band(nvlink + staged, "a100", "full", 4) == intervals.log_band(nvlink, "a100", "full", 4)
     assert not intervals.residual_rows([{"board_class": "a100", "method": "lora", "gpus": 2, "log_time_ratio": 0.0}]
                                        )[0]["serial_link"]
+
+
+def test_a_multi_gpu_job_pools_multi_gpu_rows_before_single_gpu_ones():
+    """No row of the job's GPU-count class: other multi-GPU rows first, not single-GPU confidence."""
+    data = rows("a100", "full", 1, [1.0] * 10) + rows("a100", "full", 64, [1.5, 1.6, 1.7, 1.5, 1.6, 1.7])
+    _, mid, _, why = intervals.log_band(data, "geforce", "full", 2)
+    assert "full on several GPUs" in why and math.exp(mid) == pytest.approx(1.6, rel=0.01)
+    _, mid1, _, why1 = intervals.log_band(rows("a100", "full", 64, [1.6] * 10), "geforce", "full", 1)
+    assert "full on one GPU" not in why1 and "any stack, any board, full)" in why1  # no one-GPU row: all of them

@@ -93,7 +93,8 @@ def needed_scale(x: float, lo: float, mid: float, hi: float) -> float:
 def log_band(rows: list[dict] | tuple[dict, ...], board: str, method: str, gpus: int,
              stack: str = "hf", serial_link: bool = False) -> tuple[float, float, float, str]:
     """(p10, p50, p90) of ln(measured / predicted time) for a job like this, and where it came from: rows of the
-    plan's own trainer stack first (another stack's errors are not this one's), then any stack, widened. A
+    plan's own trainer stack first (another stack's errors are not this one's), then any stack, widened; a
+    multi-GPU job pools other multi-GPU rows before single-GPU ones (one GPU's errors hold no communication). A
     serial-link multi-GPU job tries the other boards' serial-link rows before all of them, one step each."""
     cls, n = method_class(method), gpu_class(gpus)
     staged = serial_link and gpus > 1
@@ -105,11 +106,13 @@ def log_band(rows: list[dict] | tuple[dict, ...], board: str, method: str, gpus:
                f"any stack's rows of {board} {method} on {n} GPU(s)"),
               (lambda r: (method_class(r["method"]), gpu_class(r["gpus"])) == (cls, n),
                f"any stack, any board, {cls} on {n} GPU(s)"),
+              (lambda r: (method_class(r["method"]), r["gpus"] > 1) == (cls, gpus > 1),
+               f"any stack, any board, {cls} on {'several GPUs' if gpus > 1 else 'one GPU'}"),
               (lambda r: method_class(r["method"]) == cls, f"any stack, any board, {cls}"),
               (lambda r: True, "every public row")]
     if staged:  # each pooled level first on serial-link rows only
         levels = [lv for i, (match, what) in enumerate(levels) for lv in (
-            [((lambda r, m=match: m(r) and r.get("serial_link", False)), f"{what}, serial-link links"), (match, what)]
+            [((lambda r, m=match: m(r) and r.get("serial_link", False)), f"{what}, on serial links"), (match, what)]
             if i in (1, 3) else [(match, what)])]
     for step, (match, what) in enumerate(levels):
         hits = [r for r in rows if match(r)]
