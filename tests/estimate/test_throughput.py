@@ -228,3 +228,12 @@ def test_a_measured_sustained_clock_caps_the_matmul_fraction():
     free = {**table, "sustained_fraction": {**sf, "clock_bound": {}}}
     assert tp.sustained_rate(t4, "fp16", free) == pytest.approx(65e12 * sf["boards"]["T4"]["value"])
     assert tp.sustained_rate(A100, "bf16", table) == tp.sustained_rate(A100, "bf16", free)  # no clock: unchanged
+
+
+def test_no_stack_runs_its_matmuls_above_the_measured_gemm_rate():
+    # e_max is the step's matmul efficiency against the board's measured GEMM rate: 1.0 is its physical bound, the
+    # top of bench/throughput_accuracy.py's grid (the Unsloth stack fits there).
+    table = tp.load_table()
+    own = {name: s for name, s in table["stacks"].items() if "same_as" not in s}
+    assert own and all(0 < s["efficiency"]["e_max"]["value"] <= 1.0 for s in own.values())
+    assert tp.matmul_efficiency(10**6, 10**6, table, "unsloth") <= 1.0
