@@ -58,7 +58,11 @@ SOURCE_STACK = {"torchtune-readme": "torchtune", "fms-fsdp-readme": "fms-fsdp", 
 # x1.194 (issue 28; 174 rows).
 # e_max runs to 1.0, its physical bound (a step's matmuls at the board's measured GEMM rate): capped at 0.86, the
 # Unsloth stack sat on the cap (fitted rows SU1-SU36 read 0.75-0.92 in sample) and the held-out Surogate rows read
-# x0.59-0.76; to 1.0 the held-out typical went x1.204 -> x1.173 (H100 x1.306 -> x1.166, RTX 5090 x1.376 -> x1.157).
+# x0.59-0.76; to 1.0 the held-out typical went x1.204 -> x1.173 (H100 x1.306 -> x1.166, RTX 5090 x1.376 -> x1.157)
+# on the tree of 2026-12-01 18:57 UTC. Fragile: held out, the Surogate rows take the Unsloth constants of UN1, AG4
+# and AG8 alone plus the SHARED pick of that fold, and an FSDP change to the AnswerAI rows flipped that pick
+# (per_module 0.0006 -> 0.001, elementwise 100 -> 0) and them back to x0.59-0.75 (x1.191 overall). Fitted per stack
+# instead, per_module read x1.306 (that fold fits Unsloth 0: SU27 x11).
 GRID = {"e_max": (0.35, 0.45, 0.55, 0.62, 0.7, 0.78, 0.86, 0.94, 1.0), "tokens_half": (0,), "hidden_half": (300, 1200),
         "full": (0.0, 0.001, 0.002, 0.004), "adapter": (0.0,), "per_module": (0.0, 0.0002, 0.0004, 0.0006, 0.001),
         "elementwise_bytes": (0, 100, 250)}
