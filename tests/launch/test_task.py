@@ -105,6 +105,25 @@ def test_dataset_uploaded_and_plan_rewritten(tmp_path, recorder):
     assert yaml.safe_load((prep.staging_dir / "plan.yaml").read_text())["dataset"] == "/cheaptune/data/rows.jsonl"
 
 
+def test_a_configs_eval_data_goes_up_with_the_datasets(tmp_path, recorder):
+    """eval_after scores the adapter on `eval_data` once training ends (train.run): a local path that stayed
+    local would be missing on the machine after the training was paid for, so it is uploaded and rewritten."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "held.jsonl").write_text('{"text": "b"}\n')
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"text": "a"}\n')
+    config = folder / "cfg.yaml"
+    config.write_text("eval_after: true\neval_data: held.jsonl\n")  # beside the config, as train reads it
+    plan = make_plan(offer("runpod", "RTX4090", 0.69), dataset=str(data))
+    prep = launcher.prepare(plan, LaunchOptions(config=str(config)), recorder, tmp_path / "t.yaml")
+    remote = yaml.safe_load((prep.staging_dir / "config.yaml").read_text())["eval_data"]
+    assert remote.startswith("/cheaptune/data/") and prep.task["file_mounts"][remote] == str(folder / "held.jsonl")
+    config.write_text("eval_data: nosuch.jsonl\n")
+    with pytest.raises(BadInput, match="eval_data nosuch.jsonl not found"):
+        stage(plan, LaunchOptions(config=str(config)))
+
+
 def test_qlora_installs_bitsandbytes_extra(tmp_path, recorder):
     prep = launcher.prepare(make_plan(offer("aws", "A10G", 1.0), method="qlora"), LaunchOptions(), recorder,
                             tmp_path / "t.yaml")

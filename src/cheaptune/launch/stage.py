@@ -100,7 +100,7 @@ def _read_config(path: Path) -> dict:
 
 
 def stage(plan: PlanFile, opts: LaunchOptions) -> Staged:
-    """Rewrite every local path (model folder, datasets) to its remote path and list the uploads;
+    """Rewrite every local path (model folder, datasets, eval_data) to its remote path and list the uploads;
     nothing is written here. What cannot be found is an error before anything is launched."""
     uploads: dict[str, str] = {}
     remote_plan = plan.model_copy(deep=True)
@@ -137,6 +137,12 @@ def stage(plan: PlanFile, opts: LaunchOptions) -> Staged:
             data_bytes += _size(local)
         remote_data.append({**entry, "path": target})
     remote_plan.dataset = remote_data[0]["path"]
+    if isinstance(config.get("eval_data"), str) and config["eval_data"]:  # eval_after's file (train.run), read last
+        local = _dataset(config["eval_data"], "eval_data")
+        if local not in by_local:
+            by_local[local] = f"{opts.data_dir}/eval-{local.name}"
+            uploads[by_local[local]], data_bytes = str(local), data_bytes + _size(local)
+        config["eval_data"] = by_local[local]
     if config.get("datasets"):
         config["datasets"] = remote_data
     # Managed jobs: the jobs controller tears the cluster down when the job ends, and a VM that shut
