@@ -60,18 +60,12 @@ def _default_context(spec: ModelSpec) -> int:
     per model type and transformers version: building the config imports torch (about 4 s each `models`)."""
     from importlib import metadata
 
-    from cheaptune.util import atomic
-    from cheaptune.util.paths import cache_dir
+    from cheaptune.util import jsoncache
 
     key = re.sub(r"[^\w.-]", "_", f"{spec.config['model_type']}-{metadata.version('transformers')}")
-    path = cache_dir("model_defaults") / f"{key}.json"
-    try:
-        return int(json.loads(path.read_text())["max_position_embeddings"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    n = int(to_hf_config(spec).max_position_embeddings)
-    atomic.write_text(path, json.dumps({"max_position_embeddings": n}))
-    return n
+    return jsoncache.cached("model_defaults", key, lambda: int(to_hf_config(spec).max_position_embeddings),
+                            decode=lambda d: int(d["max_position_embeddings"]),
+                            encode=lambda n: {"max_position_embeddings": n})
 
 
 class _Row(BaseModel):
@@ -331,24 +325,19 @@ def _falcon_params(c: dict[str, Any]) -> int:
 def _meta_params(config: dict[str, Any]) -> int:
     """Exact count for any architecture transformers knows: build it on the meta device (no memory). Kept on disk
     by config and transformers version, so `models` and a warm `plan` do not import torch for it every time."""
-    import hashlib
     from importlib import metadata
 
-    from cheaptune.util import atomic
-    from cheaptune.util.paths import cache_dir
+    from cheaptune.util import jsoncache
 
-    blob = json.dumps({"config": config, "transformers": metadata.version("transformers")}, sort_keys=True, default=str)
-    path = cache_dir("params") / f"{hashlib.sha256(blob.encode()).hexdigest()[:32]}.json"
-    try:
-        return int(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        pass
+    key = jsoncache.digest({"config": config, "transformers": metadata.version("transformers")})
+    return jsoncache.cached("params", key, lambda: _count_on_meta(config), decode=int)
+
+
+def _count_on_meta(config: dict[str, Any]) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
     spec = ModelSpec(id=str(config.get("_name_or_path", "config")), family=config["model_type"], config=config)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(to_hf_config(spec))
-    count = sum(p.numel() for p in model.parameters())
-    atomic.write_text(path, json.dumps(count))
-    return count
+    return sum(p.numel() for p in model.parameters())

@@ -7,8 +7,6 @@ are cached on disk (stdlib only), so a warm plan never imports torch.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,37 +16,29 @@ from cheaptune.plan.candidates import WEIGHTS_FLOOR, FitFn, FitOutcome, MultiFit
 from cheaptune.plan.microsearch import Points, largest_fit, planned_points, weights_floor
 from cheaptune.plan.parallel import ParallelFit
 from cheaptune.plan.workload import Workload
-from cheaptune.util import atomic
-from cheaptune.util.paths import cache_dir
+from cheaptune.util import jsoncache
 
 FIT_CACHE_SCHEMA = 5  # 2: the peak is at the planned micro-batch; multi-GPU fits; 3: per precision; 4: objective;
 # 5: each micro-batch sized at the accumulation the plan runs it with (gradients held across micro-steps)
 DEFAULT_EXAMPLE_TOKENS = 512
 MAX_MICRO_BATCH = 64
+FITS = "plan_fits"  # the cache's folder under $CHEAPTUNE_HOME/cache
 
 
 def _fit_key(spec: Any, **parts: Any) -> str:
     from cheaptune.estimate.memory import memory
 
-    blob = json.dumps({"s": FIT_CACHE_SCHEMA, "v": memory.ESTIMATOR_VERSION, "cfg": spec.config, **parts},
-                      sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+    return jsoncache.digest({"s": FIT_CACHE_SCHEMA, "v": memory.ESTIMATOR_VERSION, "cfg": spec.config, **parts})
 
 
 def _fit_path(key: str) -> Path:
-    return cache_dir("plan_fits") / f"{key}.json"
+    return jsoncache.path(FITS, key)
 
 
 def _cached(key: str, compute) -> FitOutcome:
-    path = _fit_path(key)
-    try:
-        return FitOutcome(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        pass
-    out = compute()
-    if out.basis != "analytic":  # a fallback may come from a transient simulation failure (estimate.memory.cache)
-        atomic.write_text(path, json.dumps(out.__dict__))
-    return out
+    # an analytic fallback may come from a transient simulation failure (estimate.memory.cache): not kept
+    return jsoncache.cached(FITS, key, compute, decode=lambda d: FitOutcome(**d), encode=lambda o: o.__dict__,
+                            keep=lambda o: o.basis != "analytic")
 
 
 def _outcome(req: Any, found: tuple[int, bool, Any] | None, least: Callable[[], Any]) -> FitOutcome:

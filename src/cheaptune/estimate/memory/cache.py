@@ -6,12 +6,10 @@ Reading it needs only the stdlib, so a warm `estimate_memory` never imports torc
 from __future__ import annotations
 
 import hashlib
-import json
 from functools import cache
 from importlib import metadata
 
-from cheaptune.util import atomic
-from cheaptune.util.paths import cache_dir
+from cheaptune.util import jsoncache
 
 LIBS = ("torch", "transformers", "peft", "bitsandbytes")
 SCHEMA = 1
@@ -41,21 +39,16 @@ def _profiles() -> str:
 def key(inputs: dict, config: dict) -> str:
     from cheaptune.estimate.memory import overheads
 
-    blob = json.dumps({"schema": SCHEMA, "inputs": inputs, "config": config, "libs": _versions(),
-                       "overheads": overheads.constants(), "profiles": _profiles()}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+    return jsoncache.digest({"schema": SCHEMA, "inputs": inputs, "config": config, "libs": _versions(),
+                             "overheads": overheads.constants(), "profiles": _profiles()})
 
 
 def load(k: str) -> dict | None:
-    path = cache_dir("estimate") / f"{k}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    return jsoncache.load("estimate", k)
 
 
 def store(k: str, value: dict) -> None:
     """Keep `value` under `k`, unless it is a fallback after a failed simulation: a later run simulates again."""
     if value.get("details", {}).get(SIMULATION_FAILED):
         return
-    atomic.write_text(cache_dir("estimate") / f"{k}.json", json.dumps(value))
+    jsoncache.store("estimate", k, value)
