@@ -105,22 +105,41 @@ def test_dataset_uploaded_and_plan_rewritten(tmp_path, recorder):
     assert yaml.safe_load((prep.staging_dir / "plan.yaml").read_text())["dataset"] == "/cheaptune/data/rows.jsonl"
 
 
+def _config_beside(tmp_path, name: str, text: str):
+    """A plan with a dataset, and a config in its own folder beside a file `name` it names (as train reads it)."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / name).write_text(text)
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"text": "a"}\n')
+    return make_plan(offer("runpod", "RTX4090", 0.69), dataset=str(data)), folder / "cfg.yaml", folder / name
+
+
 def test_a_configs_eval_data_goes_up_with_the_datasets(tmp_path, recorder):
     """eval_after scores the adapter on `eval_data` once training ends (train.run): a local path that stayed
     local would be missing on the machine after the training was paid for, so it is uploaded and rewritten."""
-    folder = tmp_path / "proj"
-    folder.mkdir()
-    (folder / "held.jsonl").write_text('{"text": "b"}\n')
-    data = tmp_path / "rows.jsonl"
-    data.write_text('{"text": "a"}\n')
-    config = folder / "cfg.yaml"
-    config.write_text("eval_after: true\neval_data: held.jsonl\n")  # beside the config, as train reads it
-    plan = make_plan(offer("runpod", "RTX4090", 0.69), dataset=str(data))
+    plan, config, held = _config_beside(tmp_path, "held.jsonl", '{"text": "b"}\n')
+    config.write_text("eval_after: true\neval_data: held.jsonl\n")
     prep = launcher.prepare(plan, LaunchOptions(config=str(config)), recorder, tmp_path / "t.yaml")
     remote = yaml.safe_load((prep.staging_dir / "config.yaml").read_text())["eval_data"]
-    assert remote.startswith("/cheaptune/data/") and prep.task["file_mounts"][remote] == str(folder / "held.jsonl")
+    assert remote.startswith("/cheaptune/data/") and prep.task["file_mounts"][remote] == str(held)
     config.write_text("eval_data: nosuch.jsonl\n")
     with pytest.raises(BadInput, match="eval_data nosuch.jsonl not found"):
+        stage(plan, LaunchOptions(config=str(config)))
+
+
+def test_a_configs_reward_files_go_up_and_builtin_rewards_stay(tmp_path):
+    """GRPO's reward files (train.rewards.user_reward) are loaded on the machine: uploaded and rewritten like the
+    datasets; a built-in reward's name is left as it is."""
+    plan, config, score = _config_beside(tmp_path, "score.py", "def reward(prompts, completions, **columns):\n"
+                                                               "    return [0.0]\n")
+    config.write_text("reward: [score.py, {name: score.py, weight: 0.5}, numeric]\n")
+    s = stage(plan, LaunchOptions(config=str(config)))
+    first, second, builtin = yaml.safe_load(s.config_text)["reward"]
+    assert first.startswith("/cheaptune/") and s.uploads[first] == str(score)
+    assert second == {"name": first, "weight": 0.5} and builtin == "numeric"
+    config.write_text("reward: nosuch.py\n")
+    with pytest.raises(BadInput, match="reward file nosuch.py not found"):
         stage(plan, LaunchOptions(config=str(config)))
 
 

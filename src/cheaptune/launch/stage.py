@@ -18,6 +18,7 @@ from cheaptune.errors import BadInput, CheaptuneError
 from cheaptune.launch.options import LaunchOptions
 from cheaptune.plan.planfile import PlanFile
 from cheaptune.util import atomic
+from cheaptune.util.yamlfile import with_reward_files
 
 GB = 1000**3
 # Our own allowances (not outside figures): OS image + CUDA torch + pip cache, and slack on the total.
@@ -100,7 +101,7 @@ def _read_config(path: Path) -> dict:
 
 
 def stage(plan: PlanFile, opts: LaunchOptions) -> Staged:
-    """Rewrite every local path (model folder, datasets, eval_data) to its remote path and list the uploads;
+    """Rewrite every local path (model folder, datasets, eval_data, reward files) to its remote path and list the uploads;
     nothing is written here. What cannot be found is an error before anything is launched."""
     uploads: dict[str, str] = {}
     remote_plan = plan.model_copy(deep=True)
@@ -137,12 +138,20 @@ def stage(plan: PlanFile, opts: LaunchOptions) -> Staged:
             data_bytes += _size(local)
         remote_data.append({**entry, "path": target})
     remote_plan.dataset = remote_data[0]["path"]
-    if isinstance(config.get("eval_data"), str) and config["eval_data"]:  # eval_after's file (train.run), read last
-        local = _dataset(config["eval_data"], "eval_data")
+
+    def upload(item: str, what: str, prefix: str) -> str:
+        """A further local file the run reads on the machine, uploaded once beside the datasets."""
+        nonlocal data_bytes
+        local = _dataset(item, what)
         if local not in by_local:
-            by_local[local] = f"{opts.data_dir}/eval-{local.name}"
-            uploads[by_local[local]], data_bytes = str(local), data_bytes + _size(local)
-        config["eval_data"] = by_local[local]
+            by_local[local] = f"{opts.data_dir}/{prefix}-{local.name}"
+            uploads[by_local[local]] = str(local)
+            data_bytes += _size(local)
+        return by_local[local]
+
+    if isinstance(config.get("eval_data"), str) and config["eval_data"]:  # eval_after's file (train.run)
+        config["eval_data"] = upload(config["eval_data"], "eval_data", "eval")
+    config = with_reward_files(config, lambda item: upload(item, "reward file", "reward"))  # train.rewards
     if config.get("datasets"):
         config["datasets"] = remote_data
     # Managed jobs: the jobs controller tears the cluster down when the job ends, and a VM that shut

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ def with_config_paths(raw: dict[str, Any], config: str | Path) -> dict[str, Any]
     """`raw` with each `datasets[].path` and `eval_data` read from the config's folder (beside_config): every
     command that reads a config (train, doctor, plan --config, launch --config) finds the same files from any
     folder. Outputs (output_dir, checkpoint_dir) stay relative to the working folder, as Axolotl's do."""
-    raw = _reward_paths(raw, config)
+    raw = with_reward_files(raw, lambda item: beside_config(item, config))
     if isinstance(raw.get("eval_data"), str) and raw["eval_data"]:
         raw = {**raw, "eval_data": beside_config(raw["eval_data"], config)}
     entries = raw.get("datasets")
@@ -56,11 +57,12 @@ def with_config_paths(raw: dict[str, Any], config: str | Path) -> dict[str, Any]
     return {**raw, "datasets": fixed}
 
 
-def _reward_paths(raw: dict[str, Any], config: str | Path) -> dict[str, Any]:
-    """GRPO's reward files (`reward: x.py`, or list items naming one) read from the config's folder too."""
+def with_reward_files(raw: dict[str, Any], path_of: Callable[[str], str]) -> dict[str, Any]:
+    """`raw` with each of GRPO's reward files (`reward: x.py`, or list items naming one) mapped by `path_of`:
+    read from the config's folder (with_config_paths), or uploaded to the machine (launch.stage)."""
     def fix(item: Any) -> Any:
         if isinstance(item, str) and item.endswith(".py"):
-            return beside_config(item, config)
+            return path_of(item)
         if isinstance(item, dict) and isinstance(item.get("name"), str):
             return {**item, "name": fix(item["name"])}
         return item
