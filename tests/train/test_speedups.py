@@ -104,3 +104,21 @@ def test_a_plans_own_speed_options_turn_off_where_they_cannot_run(tmp_path, monk
     assert speedups.fit_planned(mine, "cpu")[0].liger_kernel  # the user's own setting is not dropped
     with pytest.raises(BadInput, match="liger_kernel: true needs a CUDA GPU"):
         speedups.check(speedups.fit_planned(mine, "cpu")[0], "cpu")
+
+
+def test_fsdp_checkpointing_is_fsdps_own_not_also_the_trainers(monkeypatch):
+    # transformers raises when FSDP's activation checkpointing and the training argument are both on; the
+    # accelerate config we write for FSDP (train/distributed.py) turns FSDP's on, so the argument must be off there
+    from cheaptune.train.distributed import Nodes, accelerate_config
+    from cheaptune.train.trainer import trainer_args
+
+    c = cfg(gradient_checkpointing=True, output_dir="/tmp/ct_fsdp_ckpt")
+    prec = Precision("cpu", "fp32")
+    assert trainer_args(c, prec, False)["gradient_checkpointing"] is True
+    fsdp = accelerate_config("fsdp", Nodes(gpus_per_node=2), grad_ckpt=True)
+    assert fsdp["fsdp_config"]["fsdp_activation_checkpointing"] is True
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    monkeypatch.setenv("FSDP_ACTIVATION_CHECKPOINTING", "true")
+    assert trainer_args(c, prec, False)["gradient_checkpointing"] is False
+    monkeypatch.setenv("FSDP_ACTIVATION_CHECKPOINTING", "false")
+    assert trainer_args(c, prec, False)["gradient_checkpointing"] is True

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from accelerate.utils import parse_flag_from_env
 from transformers.trainer_callback import PrinterCallback
 from trl import SFTConfig, SFTTrainer
 
@@ -86,6 +87,17 @@ def sft_config(cfg: TrainConfig, prec: Precision, fmt: str, has_eval: bool) -> S
     return SFTConfig(**trainer_args(cfg, prec, has_eval), packing=packing, assistant_only_loss=fmt == "messages")
 
 
+def fsdp_checkpoints_activations() -> bool:
+    """Whether this process runs under `accelerate launch` with FSDP's own activation checkpointing on.
+
+    train/distributed.py turns it on for FSDP runs that checkpoint. transformers refuses it together with the
+    training argument (transformers 5.24.0 trainer.py L879-884: ValueError) and prefers FSDP's, since the
+    argument's checkpointing adds an all-gather in backward (training_args.py L692-694); so under FSDP the
+    argument stays off and checkpointing still happens.
+    """
+    return parse_flag_from_env("ACCELERATE_USE_FSDP") and parse_flag_from_env("FSDP_ACTIVATION_CHECKPOINTING")
+
+
 def trainer_args(cfg: TrainConfig, prec: Precision, has_eval: bool) -> dict[str, Any]:
     """The arguments every trl trainer config (SFT, DPO, ORPO) takes from our config; precision and device
     are always explicit (trl defaults to bf16 and gradient checkpointing).
@@ -111,7 +123,7 @@ def trainer_args(cfg: TrainConfig, prec: Precision, has_eval: bool) -> dict[str,
         bf16=prec.bf16,
         fp16=prec.fp16,
         use_cpu=prec.device == "cpu",
-        gradient_checkpointing=cfg.gradient_checkpointing,
+        gradient_checkpointing=cfg.gradient_checkpointing and not fsdp_checkpoints_activations(),
         seed=cfg.seed,
         data_seed=cfg.seed,
         save_strategy="steps" if cfg.save_steps else "no",
