@@ -20,7 +20,7 @@ from cheaptune.estimate.cost.spot import spot_overhead
 from cheaptune.estimate.policy import compute_dtype
 from cheaptune.estimate.time.ceilings import capped
 from cheaptune.estimate.time.intervals import time_band
-from cheaptune.estimate.time.scaling import Layout
+from cheaptune.estimate.time.scaling import Layout, serial_link
 from cheaptune.estimate.time.speedups import describe, describe_unmeasured, for_gpu
 from cheaptune.estimate.time.throughput import Job, ModelShape, adapted_per_layer, reference_passes, step_time
 from cheaptune.plan.candidates import GpuFit, planned_micro, run_precision
@@ -184,7 +184,8 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
               reference=reference_passes(workload.objective, fit.precompute_ref, workload.epochs), stack=stack,
               adapted_modules=adapted_per_layer(workload.lora_targets))
     sharding = (gf.sharding or "ddp") if gf.gpus > 1 else None
-    st = step_time(job, gpu, Layout(gf.gpus_per_node, nodes, sharding, gf.offload, INTER_NODE_NETWORK))
+    layout = Layout(gf.gpus_per_node, nodes, sharding, gf.offload, INTER_NODE_NETWORK)
+    st = step_time(job, gpu, layout)
     fast = for_gpu(gpu, gf.method, speedups)
     # no faster than the best share of the matmul rate public runs reached on its board class (estimate.ceilings)
     tokens_per_s, ceiling_line = capped(st.tokens_per_s * fast.factor, st.mfu * fast.factor, gpu, gf.method)
@@ -229,7 +230,8 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
              * money.compute_cost(start_s + t + end_s + wait_s, price, offer.billing_unit_s, offer.min_billed_s))
         return h, c + parts["storage"] * h / hours + parts["egress"] + parts["spot_overhead"] * k
 
-    band = time_band(gpu, gf.method, gf.gpus)  # p10, p50, p90 of measured / predicted time (estimate.intervals)
+    # p10, p50, p90 of measured / predicted time (estimate.intervals), on rows of the same kind of link
+    band = time_band(gpu, gf.method, gf.gpus, serial_link=serial_link(layout, gpu))
     p10, p50, p90 = (at(k) for k in band[:3])
     pessimistic = cost["total"]
     if spot_est:
