@@ -115,14 +115,14 @@ def _config_beside(tmp_path, name: str, text: str):
     return make_plan(offer("runpod", "RTX4090", 0.69), dataset=str(data)), folder / "cfg.yaml", folder / name
 
 
-def test_a_configs_eval_data_goes_up_with_the_datasets(tmp_path, recorder):
+def test_a_configs_eval_data_goes_up_with_the_datasets(tmp_path):
     """eval_after scores the adapter on `eval_data` once training ends (train.run): a local path that stayed
     local would be missing on the machine after the training was paid for, so it is uploaded and rewritten."""
     plan, config, held = _config_beside(tmp_path, "held.jsonl", '{"text": "b"}\n')
     config.write_text("eval_after: true\neval_data: held.jsonl\n")
-    prep = launcher.prepare(plan, LaunchOptions(config=str(config)), recorder, tmp_path / "t.yaml")
-    remote = yaml.safe_load((prep.staging_dir / "config.yaml").read_text())["eval_data"]
-    assert remote.startswith("/cheaptune/data/") and prep.task["file_mounts"][remote] == str(held)
+    s = stage(plan, LaunchOptions(config=str(config)))
+    remote = yaml.safe_load(s.config_text)["eval_data"]
+    assert remote.startswith("/cheaptune/data/") and s.uploads[remote] == str(held)  # the task's file_mounts
     config.write_text("eval_data: nosuch.jsonl\n")
     with pytest.raises(BadInput, match="eval_data nosuch.jsonl not found"):
         stage(plan, LaunchOptions(config=str(config)))
