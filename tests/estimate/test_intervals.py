@@ -86,3 +86,17 @@ def test_a_multi_gpu_job_pools_multi_gpu_rows_before_single_gpu_ones():
     assert "full on several GPUs" in why and math.exp(mid) == pytest.approx(1.6, rel=0.01)
     _, mid1, _, why1 = intervals.log_band(rows("a100", "full", 64, [1.6] * 10), "geforce", "full", 1)
     assert "full on one GPU" not in why1 and "any stack, any board, full)" in why1  # no one-GPU row: all of them
+
+
+def test_a_board_class_holds_one_tier_so_workstation_blackwell_is_not_hopper_plus():
+    """gpus.yaml's tier is the catalog's form-factor fact: a class mixes no tiers (the RTX PRO 6000, a PCIe GDDR7
+    Blackwell workstation board, took the H100/B200 class before), and hopper+ is datacenter Hopper/Blackwell only."""
+    from cheaptune.catalog.gpus import list_gpus
+
+    tiers: dict[str, set[str]] = {}
+    for g in list_gpus():
+        tiers.setdefault(intervals.board_class(g), set()).add(g.tier)
+        assert (intervals.board_class(g) == "hopper+") == (g.vendor == "nvidia" and g.tier == "datacenter"
+                                                          and g.arch in ("hopper", "blackwell")), g.name
+    assert all(len(t) == 1 for t in tiers.values()), tiers
+    assert intervals.board_class(resolve_gpu("RTXPRO6000")) == "professional-blackwell"

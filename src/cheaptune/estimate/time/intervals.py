@@ -35,13 +35,15 @@ FLOOR = 0.05  # the band is at least +-5% around its median: no public row is th
 
 
 def board_class(gpu: Any) -> str:
-    """Boards that behave alike for the model: datacenter HBM boards by generation, the rest by tier."""
+    """Boards that behave alike for the model: datacenter HBM boards by generation, the rest by tier. Hopper and
+    Blackwell are "hopper+" only in the datacenter tier (gpus.yaml `tier`): a professional Blackwell board (RTX PRO
+    6000: PCIe, GDDR7, 1.8 TB/s) is a workstation card like the RTX 6000 Ada, not an H100/B200 (3.35-7.7 TB/s HBM)."""
     tier, arch = getattr(gpu, "tier", "datacenter"), getattr(gpu, "arch", "")
     if getattr(gpu, "vendor", "nvidia") != "nvidia":
         return "amd"
     if tier == "consumer":
         return "geforce"
-    if arch in ("hopper", "blackwell"):
+    if tier == "datacenter" and arch in ("hopper", "blackwell"):
         return "hopper+"
     if arch == "ampere" and getattr(gpu, "interconnect", "pcie") in ("sxm", "nvlink") or gpu.name.startswith("A100"):
         return "a100"
@@ -98,22 +100,23 @@ def log_band(rows: list[dict] | tuple[dict, ...], board: str, method: str, gpus:
     serial-link multi-GPU job tries the other boards' serial-link rows before all of them, one step each."""
     cls, n = method_class(method), gpu_class(gpus)
     staged = serial_link and gpus > 1
+    # (match, what, serial_first): the levels that pool any board's rows of the job's method class on its GPU-count
+    # class, which a serial-link job tries first on serial-link rows only
     levels = [(lambda r: (r["board_class"], r["method"], gpu_class(r["gpus"]), r["stack"]) == (board, method, n, stack),
-               f"{stack} rows of {board} {method} on {n} GPU(s)"),
+               f"{stack} rows of {board} {method} on {n} GPU(s)", False),
               (lambda r: (method_class(r["method"]), gpu_class(r["gpus"]), r["stack"]) == (cls, n, stack),
-               f"{stack} rows of any board, {cls} on {n} GPU(s)"),
+               f"{stack} rows of any board, {cls} on {n} GPU(s)", True),
               (lambda r: (r["board_class"], r["method"], gpu_class(r["gpus"])) == (board, method, n),
-               f"any stack's rows of {board} {method} on {n} GPU(s)"),
+               f"any stack's rows of {board} {method} on {n} GPU(s)", False),
               (lambda r: (method_class(r["method"]), gpu_class(r["gpus"])) == (cls, n),
-               f"any stack, any board, {cls} on {n} GPU(s)"),
+               f"any stack, any board, {cls} on {n} GPU(s)", True),
               (lambda r: (method_class(r["method"]), r["gpus"] > 1) == (cls, gpus > 1),
-               f"any stack, any board, {cls} on {'several GPUs' if gpus > 1 else 'one GPU'}"),
-              (lambda r: method_class(r["method"]) == cls, f"any stack, any board, {cls}"),
-              (lambda r: True, "every public row")]
-    if staged:  # each pooled level first on serial-link rows only
-        levels = [lv for i, (match, what) in enumerate(levels) for lv in (
-            [((lambda r, m=match: m(r) and r.get("serial_link", False)), f"{what}, on serial links"), (match, what)]
-            if i in (1, 3) else [(match, what)])]
+               f"any stack, any board, {cls} on {'several GPUs' if gpus > 1 else 'one GPU'}", False),
+              (lambda r: method_class(r["method"]) == cls, f"any stack, any board, {cls}", False),
+              (lambda r: True, "every public row", False)]
+    levels = [lv for match, what, serial_first in levels for lv in (
+        [((lambda r, m=match: m(r) and r.get("serial_link", False)), f"{what}, on serial links"), (match, what)]
+        if staged and serial_first else [(match, what)])]
     for step, (match, what) in enumerate(levels):
         hits = [r for r in rows if match(r)]
         got = sorted(r["log_time_ratio"] for r in hits)
