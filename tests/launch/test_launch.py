@@ -243,7 +243,7 @@ def test_sky_backend_reads_the_launched_clusters_price_from_its_handle(monkeypat
 
 @pytest.mark.parametrize("key", ["optimizer", "lr_scheduler"])
 def test_a_config_name_transformers_lacks_is_refused_by_the_dry_run(key, tmp_path, plan_file, run_cli):
-    """train refuses these before loading (train.guardrails.check_hf_names); the dry run checks what train on the
+    """train refuses these before loading (train.config.check_hf_names); the dry run checks what train on the
     machine accepts, so it refuses them too, before a VM boots and installs only to stop there."""
     config = tmp_path / "cfg.yaml"
     config.write_text(f"{key}: banana\n")

@@ -113,3 +113,23 @@ def test_doctor_flags_a_rented_machine_left_running(tmp_path, run_cli):
     cfg.write_text(cfg.read_text() + "on_finish: stop\n")
     code, out, _ = run_cli("doctor", str(cfg), "--json")
     assert code == 0 and "machine_left_running" not in {f["code"] for f in json.loads(out)["findings"]}
+
+
+@pytest.mark.parametrize("key", ["optimizer", "lr_scheduler"])
+def test_doctor_refuses_a_name_train_refuses(key, tmp_path, run_cli):
+    """train refuses an optimizer or scheduler transformers lacks before loading (train.config.check_before_load);
+    doctor exited 0 with findings on it. Now it is doctor's one line for an invalid config, exit 2."""
+    cfg = tmp_path / "cfg.yml"
+    cfg.write_text(f"base_model: m/x\ndatasets: [{{path: d.jsonl}}]\n{key}: banana\n")
+    code, out, err = run_cli("doctor", str(cfg), "--json")
+    assert code == 2 and out == "", (out, err)
+    assert err.startswith(f"error: {cfg}: {key} 'banana' is not a transformers ") and err.count("\n") == 1, err
+
+
+def test_doctor_does_not_refuse_a_budget_whose_price_train_gets_from_a_plan_or_flag(tmp_path, run_cli):
+    """GuardSettings refuses a budget with no price; train gets the price from --plan or --price-per-hour, so
+    doctor, checking the file alone, still reports findings on it."""
+    cfg = tmp_path / "cfg.yml"
+    cfg.write_text("base_model: m/x\ndatasets: [{path: d.jsonl}]\nbudget_usd: 5\non_finish: stop\n")
+    code, out, err = run_cli("doctor", str(cfg), "--json")
+    assert code == 0 and "no_budget" not in {f["code"] for f in json.loads(out)["findings"]}, err

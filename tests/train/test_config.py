@@ -179,7 +179,7 @@ def test_a_seed_outside_numpys_range_is_refused(seed):
                                                      ("optimizer", "banana", "OptimizerNames")])
 def test_an_optimizer_or_scheduler_transformers_lacks_is_refused_before_loading(key, value, says):
     """TrainingArguments raised a ValueError for these only after the model and data loaded: a traceback."""
-    from cheaptune.train.guardrails import check_hf_names
+    from cheaptune.train.config import check_hf_names
 
     with pytest.raises(BadInput, match=says) as err:
         check_hf_names(validate({key: value}))

@@ -154,11 +154,10 @@ def train(
         preflight(cfg, force)  # over budget: refused (exit 3) before the model is looked for or N processes start
     for d in cfg.datasets:  # a missing file or a folder named like one, said before transformers loads (lazy: reads nothing)
         iter_rows(d.path)
-    from cheaptune.train.guardrails import check_hf_names, guard_settings  # transformers: after those
+    from cheaptune.train.config import check_before_load
     from cheaptune.train.run import train as run_train
 
-    guard_settings(cfg)  # bad guard-rail settings fail here, before any model loads
-    check_hf_names(cfg)
+    check_before_load(cfg)  # guard rails, optimizer/scheduler names, merge: what doctor and launch check too
     if cfg.base_model:
         from cheaptune.train.locate import check_base_model
 

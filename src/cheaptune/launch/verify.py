@@ -43,16 +43,12 @@ def check_plan(plan: PlanFile, offers: list[Offer]) -> None:
 def check_run(staging: Path, opts: LaunchOptions, price_per_hour: float) -> None:
     """Build the config exactly as the task's `cheaptune train` line will (remote config + plan + its
     flags) through train's validation; any problem is one line naming what to fix."""
-    from cheaptune.train.config import build
-    from cheaptune.train.guardrails import check_hf_names, guard_settings
-    from cheaptune.train.outputs import check_merge
+    from cheaptune.train.config import build, check_before_load
 
     flags = {"resume": "auto", "checkpoint_dir": opts.checkpoint_dir, "price_per_hour": price_per_hour}
     try:
         cfg = build(staging / "config.yaml", staging / "plan.yaml", flags)
-        guard_settings(cfg)
-        check_hf_names(cfg)  # as cli/train.py does before any model loads
-        check_merge(cfg)
+        check_before_load(cfg)  # as cli/train.py does before any model loads
     except BadInput as err:
         msg = str(err).replace(f"config file {staging / 'config.yaml'}", "train config")
         raise BadInput(f"`cheaptune train` on the machine would refuse this: {msg}; {_FIX}") from None

@@ -10,10 +10,18 @@ from cheaptune.plan.doctor import Facts
 
 
 def load_config(path: str | Path) -> Any:
-    """The validated TrainConfig (the trainer's own loader, so doctor and train read a file the same way)."""
+    """The validated TrainConfig (the trainer's own loader and pre-load checks, so doctor refuses what train
+    refuses of the file alone)."""
     from cheaptune.train import config as train_config
 
-    return train_config.validate(train_config.read_yaml(path), where=str(path))
+    cfg = train_config.validate(train_config.read_yaml(path), where=str(path))
+    # a budget's price may come from a plan or --price-per-hour when it trains, so a config without one is checked as priced
+    priced = cfg if cfg.price_per_hour is not None else cfg.model_copy(update={"price_per_hour": 0.0})
+    try:
+        train_config.check_before_load(priced)
+    except BadInput as err:  # named like a validation error: "<config>: <what is wrong>"
+        raise BadInput(f"{path}: {err}") from None
+    return cfg
 
 
 def _context(base_model: str | None) -> tuple[Any, int | None]:

@@ -167,6 +167,9 @@ class TrainConfig(GrpoFields, BaseModel):
         if self.objective in ("dpo", "kto", "grpo") and "lm_head" in f"{self.lora_targets} {self.lora_target_modules}":
             raise ValueError(f"trl's {self.objective.upper()} reads log-probs from the LM head's weight, so an adapter on lm_head would "
                              "never train; drop lm_head from the targets")
+        if self.eval_after and (self.method == "full" or not (self.eval_data or self.val_set_size)):
+            raise ValueError("eval_after scores an adapter against its base on held-out rows: it needs an adapter "
+                             "method and val_set_size or eval_data")
         return self
 
     @model_validator(mode="after")
@@ -337,3 +340,44 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
         cfg._planned_speedups = tuple(k for k in PLANNED if planned.get(k) and k not in raw_user and k not in cli)
     cfg._foreign = foreign
     return cfg
+
+
+def guard_settings(cfg: TrainConfig, **extra: Any):
+    """GuardSettings from the config (only the fields GuardSettings has), plus `extra` ones (force, ...);
+    building it is the guard rails' own validation (on_finish, alert_thresholds, ...)."""
+    import dataclasses
+
+    from cheaptune.runs.settings import GuardSettings
+
+    names = {f.name for f in dataclasses.fields(GuardSettings)}
+    return GuardSettings(**{k: v for k, v in cfg.guard_fields().items() if k in names}, **extra)
+
+
+def check_hf_names(cfg: TrainConfig) -> None:
+    """The optimizer and scheduler names against transformers' own lists: its TrainingArguments refuses an
+    unknown one only after the model and data are loaded, with a traceback. Only names the config, a plan or a
+    flag set are checked (the defaults are transformers' own), so a config naming neither costs no torch import."""
+    named = {k: getattr(cfg, k) for k in ("lr_scheduler", "optimizer") if k in cfg.model_fields_set}
+    if not any(v is not None for v in named.values()):
+        return
+    from transformers.trainer_utils import SchedulerType
+    from transformers.training_args import OptimizerNames
+
+    for key, names in (("lr_scheduler", SchedulerType), ("optimizer", OptimizerNames)):
+        known = [n.value for n in names]
+        value = named.get(key)
+        if value is not None and value not in known:
+            raise BadInput(f"{key} {value!r} is not a transformers {names.__name__}{did_you_mean(str(value), known)}; "
+                           f"use one of {', '.join(known[:8])}, ...")
+
+
+def check_before_load(cfg: TrainConfig) -> None:
+    """Everything `train` refuses of a config alone, on any machine, before any model loads: one function so
+    `train`, `launch`'s dry run and `doctor` refuse the same configs with the same line. What depends on the
+    machine it runs on (CUDA, installed packages, a W&B login, the dataset files, the model cache) is checked
+    by `train` there."""
+    from cheaptune.train.outputs import check_merge
+
+    guard_settings(cfg)
+    check_hf_names(cfg)
+    check_merge(cfg)

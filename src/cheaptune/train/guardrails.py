@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
 from cheaptune.train import resume as rs
-from cheaptune.train.config import TrainConfig
+from cheaptune.train.config import TrainConfig, guard_settings
 
 
 def open_run(cfg: TrainConfig, resuming: bool, total_steps: int | None = None):
@@ -53,30 +52,6 @@ def checkpoint_seconds(model: Any) -> float:
     params = [p for p in model.parameters() if p.requires_grad]
     size = sum(p.numel() * (p.element_size() + 8) for p in params)
     return SAVE_FIXED_S + size / ASSUMED_WRITE_BYTES_PER_S
-
-
-def check_hf_names(cfg: TrainConfig) -> None:
-    """The optimizer and scheduler names against transformers' own lists, before any model loads: its
-    TrainingArguments refuses an unknown one only after the model and data are loaded, with a traceback."""
-    from transformers.trainer_utils import SchedulerType
-    from transformers.training_args import OptimizerNames
-
-    from cheaptune.errors import BadInput
-    from cheaptune.util.names import did_you_mean
-
-    for key, value, names in (("lr_scheduler", cfg.lr_scheduler, SchedulerType), ("optimizer", cfg.optimizer, OptimizerNames)):
-        known = [n.value for n in names]
-        if value is not None and value not in known:
-            raise BadInput(f"{key} {value!r} is not a transformers {names.__name__}{did_you_mean(str(value), known)}; "
-                           f"use one of {', '.join(known[:8])}, ...")
-
-
-def guard_settings(cfg: TrainConfig, **extra: Any):
-    """GuardSettings from the config (only the fields GuardSettings has), plus `extra` ones (force, ...)."""
-    from cheaptune.runs.guard import GuardSettings
-
-    names = {f.name for f in dataclasses.fields(GuardSettings)}
-    return GuardSettings(**{k: v for k, v in cfg.guard_fields().items() if k in names}, **extra)
 
 
 class RegistryCallback(TrainerCallback):

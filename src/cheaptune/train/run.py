@@ -38,9 +38,6 @@ def _check(cfg: TrainConfig) -> None:
         raise BadInput("no dataset: set datasets: [{path: ...}] in the config or pass --data")
     outputs.check_merge(cfg)
     resolve_report_to(cfg.report_to)  # an unknown or missing tracker fails before any model loads
-    if cfg.eval_after and (cfg.method == "full" or not (cfg.eval_data or cfg.val_set_size)):
-        raise BadInput("eval_after scores an adapter against its base on held-out rows: it needs an adapter "
-                       "method and val_set_size or eval_data")
 
 
 def load_data(cfg: TrainConfig) -> tuple[Any, Any, str]:
