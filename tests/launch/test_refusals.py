@@ -10,6 +10,7 @@ REFUSED = [  # (config lines, what the one line says)
     ("lr_scheduler: cosin\n", "lr_scheduler 'cosin' is not a transformers SchedulerType (did you mean cosine"),
     ("alert_thresholds: [20]\n", "alert thresholds are fractions of the budget in (0, 10]"),
     ("method: prompt_tuning\nmerge: true\n", "--merge is not possible for prompt_tuning"),
+    ("report_to: tensorbord\n", "report_to: unknown tracker 'tensorbord'"),
     ("eval_after: true\n", "eval_after scores an adapter against its base on held-out rows"),
 ]
 

@@ -371,6 +371,21 @@ def check_hf_names(cfg: TrainConfig) -> None:
                            f"use one of {', '.join(known[:8])}, ...")
 
 
+TRACKERS = ("tensorboard", "wandb", "mlflow")  # transformers' report_to integrations cheaptune's extras install
+
+
+def tracker_names(value: str | list[str]) -> list[str]:
+    """report_to's trackers by name ([] for none, which must stand alone); an unknown one is refused. Whether
+    each is installed (and W&B logged in) depends on the machine: train.tracking checks that where it trains."""
+    names = [n.strip().lower() for n in (value.split(",") if isinstance(value, str) else value) if n.strip()]
+    if names == ["none"] or not names:
+        return []
+    for name in names:
+        if name not in TRACKERS:
+            raise BadInput(f"report_to: unknown tracker {name!r}; use any of {', '.join(TRACKERS)} or none")
+    return list(dict.fromkeys(names))
+
+
 def check_before_load(cfg: TrainConfig) -> None:
     """Everything `train` refuses of a config alone, on any machine, before any model loads: one function so
     `train`, `launch`'s dry run and `doctor` refuse the same configs with the same line. What depends on the
@@ -381,3 +396,5 @@ def check_before_load(cfg: TrainConfig) -> None:
     guard_settings(cfg)
     check_hf_names(cfg)
     check_merge(cfg)
+    if cfg.report_to is not None:
+        tracker_names(cfg.report_to)

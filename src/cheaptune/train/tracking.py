@@ -19,8 +19,8 @@ from typing import Any
 from transformers import TrainerCallback
 
 from cheaptune.errors import BadInput
+from cheaptune.train.config import tracker_names
 
-TRACKERS = ("tensorboard", "wandb", "mlflow")
 # The module transformers needs for each tracker (any one of them), and the extra that installs it.
 _MODULES = {"tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",), "mlflow": ("mlflow",)}
 _EXTRA = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
@@ -37,18 +37,14 @@ def resolve_report_to(value: str | list[str] | None) -> list[str]:
     """
     if value is None:
         return ["tensorboard"] if installed("tensorboard") else []
-    names = [n.strip().lower() for n in (value.split(",") if isinstance(value, str) else value) if n.strip()]
-    if names == ["none"] or not names:
-        return []
+    names = tracker_names(value)  # the names alone: the config's validation (doctor and launch check them too)
     for name in names:
-        if name not in TRACKERS:
-            raise BadInput(f"report_to: unknown tracker {name!r}; use any of {', '.join(TRACKERS)} or none")
         if not installed(name):
             raise BadInput(f"report_to: {name} is not installed; pip install 'cheaptune[{_EXTRA[name]}]' "
                            "or drop it from report_to")
     if "wandb" in names:
         _check_wandb_login()
-    return list(dict.fromkeys(names))
+    return names
 
 
 def _check_wandb_login() -> None:
