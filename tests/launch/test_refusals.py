@@ -43,3 +43,15 @@ def test_a_config_naming_no_optimizer_or_scheduler_is_checked_without_torch():
             "check_before_load(validate({'base_model': 'm/x', 'on_finish': 'stop'})); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("lines", ["liger_kernel: true\n", "optimizer: paged_adamw_8bit\n", "attn: flash\n"])
+def test_the_dry_run_refuses_a_config_needing_packages_the_task_does_not_install(lines, tmp_path, plan_file, run_cli):
+    """The task installs the extras the plan's settings need (launch.task.extras); the plan here is a LoRA without
+    speed options, so a config turning one on would be refused by train on the machine after the boot."""
+    config = tmp_path / "cfg.yaml"
+    config.write_text(lines)
+    line = _one_line(*run_cli("launch", str(plan_file), "--dry-run", "--config", str(config), "--out",
+                              str(tmp_path / "t.yaml")))
+    assert "the task installs only what the plan's settings need" in line and "cheaptune[" in line, line
+    assert not (tmp_path / "t.yaml").exists()

@@ -11,10 +11,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cheaptune.errors import BadInput
 from cheaptune.launch.options import LaunchOptions
 from cheaptune.plan.planfile import Offer, PlanFile
+
+if TYPE_CHECKING:
+    from cheaptune.train.config import TrainConfig
 
 GATED_FILE = Path(__file__).parent / "data" / "gated.yaml"
 _FIX = "fix the plan (re-plan with `cheaptune plan ... --save`) or the --config file"
@@ -52,6 +56,7 @@ def check_run(staging: Path, opts: LaunchOptions, price_per_hour: float) -> None
     except BadInput as err:
         msg = str(err).replace(f"config file {staging / 'config.yaml'}", "train config")
         raise BadInput(f"`cheaptune train` on the machine would refuse this: {msg}; {_FIX}") from None
+    _check_packages(cfg, staging / "plan.yaml")
     plan_train = _plan_settings(staging / "plan.yaml")
     built = {"method": cfg.method, "micro_batch": cfg.micro_batch_size, "grad_accum": cfg.gradient_accumulation_steps,
              "seq_len": cfg.sequence_len, "grad_ckpt": cfg.gradient_checkpointing}
@@ -59,6 +64,27 @@ def check_run(staging: Path, opts: LaunchOptions, price_per_hour: float) -> None
     if drift:
         said = ", ".join(f"{k} {a} planned, {b} run" for k, (a, b) in drift.items())
         raise BadInput(f"the run would not be the one the plan sized ({said}); re-plan with those settings")
+
+
+def _check_packages(cfg: TrainConfig, plan_path: Path) -> None:
+    """The task installs the extras the plan's settings need (launch.task.extras); a config that turns on more
+    (liger_kernel, torch_compile, attn: flash, an 8-bit optimizer) would be refused by train's speedups.check on
+    the machine, after the boot and install were paid for."""
+    from cheaptune.launch.task import extras
+    from cheaptune.plan.planfile import load
+    from cheaptune.train.settings import from_config
+
+    plan = load(plan_path)
+    t = plan.train
+    try:
+        run = from_config(cfg, t.precision, t.gpus, t.sharding)
+    except ValueError:  # an optimizer the estimator does not know: transformers' own name, no extra to install
+        return
+    missing = [e for e in extras(plan.model_copy(update={"train": run})) if e not in extras(plan)]
+    if missing:
+        raise BadInput(f"the config needs cheaptune[{','.join(missing)}] on the machine and the task installs only "
+                       f"what the plan's settings need ({','.join(extras(plan)) or 'no extras'}), so train there would "
+                       "refuse it; re-plan with those settings (`cheaptune plan ... --save`) or drop them from the config")
 
 
 def _plan_settings(path: Path) -> dict:
