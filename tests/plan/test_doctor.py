@@ -42,6 +42,7 @@ def test_clean_facts_have_no_findings():
     ({"packing": False}, "data_starvation"),
     ({"tokens_per_s": 50_000, "dataloader_workers": 0}, "data_starvation"),
     ({"missing": ("base_model", "datasets")}, "missing_inputs"),
+    ({"data_problems": ("dataset d.jsonl not found: pass a file",)}, "data_not_found"),
     ({"rented": True, "shuts_down": False}, "machine_left_running"),
 ])
 def test_each_check_fires(changes, code):
@@ -51,7 +52,7 @@ def test_each_check_fires(changes, code):
 def test_every_check_has_a_test_and_one_line_messages():
     tested = {"does_not_fit", "thin_headroom", "full_where_peft_fits", "qlora_where_lora_fits", "on_demand_where_spot_ok",
               "spot_without_checkpoints", "no_budget", "no_bf16", "seq_beyond_context", "short_job", "merged_egress",
-              "data_starvation", "missing_inputs", "machine_left_running"}
+              "data_starvation", "missing_inputs", "machine_left_running", "data_not_found"}
     assert {c.__name__ for c in doctor.CHECKS} == tested
     worst = Facts(method="full", peft_alternative="x", spot=True, gpu_bf16=False, gpu_name="T4", seq_len=9000,
                   context_length=4096, packing=False, overhead_share=0.9, egress_merged_usd=9.0, total_usd=10.0,
@@ -133,3 +134,17 @@ def test_doctor_does_not_refuse_a_budget_whose_price_train_gets_from_a_plan_or_f
     cfg.write_text("base_model: m/x\ndatasets: [{path: d.jsonl}]\nbudget_usd: 5\non_finish: stop\n")
     code, out, err = run_cli("doctor", str(cfg), "--json")
     assert code == 0 and "no_budget" not in {f["code"] for f in json.loads(out)["findings"]}, err
+
+
+def test_doctor_says_a_dataset_train_would_not_find(tmp_path, run_cli):
+    """train refuses a dataset path that is not there before loading (data.readers.iter_rows); doctor said
+    nothing. Paths are read from the config's folder, as train reads them."""
+    cfg = tmp_path / "cfg.yml"
+    cfg.write_text("base_model: m/x\ndatasets: [{path: d.jsonl}]\nbudget_usd: 5\non_finish: stop\n")
+    code, out, err = run_cli("doctor", str(cfg), "--json")
+    found = {f["code"]: f for f in json.loads(out)["findings"]}
+    assert code == 0 and found["data_not_found"]["severity"] == "error", err
+    assert "dataset d.jsonl not found" in found["data_not_found"]["message"]
+    (tmp_path / "d.jsonl").write_text('{"text": "hi"}\n')
+    code, out, _ = run_cli("doctor", str(cfg), "--json")
+    assert code == 0 and "data_not_found" not in {f["code"] for f in json.loads(out)["findings"]}

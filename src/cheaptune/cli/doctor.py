@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from cheaptune.cli.vocab import Spot, spot_flag, spot_option
+
+if TYPE_CHECKING:
+    from cheaptune.train.config import TrainConfig
 
 
 def doctor_command(
@@ -38,6 +42,7 @@ def doctor_command(
     findings = run_checks(dataclasses.replace(
         facts_from_config(cfg, spec, spot_flag(spot), fit),
         missing=tuple(k for k, have in (("base_model", cfg.base_model), ("datasets", cfg.datasets)) if not have),
+        data_problems=_data_problems(cfg),
         rented=bool(cfg.price_per_hour) or cfg.spot_notice != "none",
         shuts_down=cfg.on_finish != "nothing" or bool(cfg.shutdown_command)))
     if as_json:
@@ -49,6 +54,20 @@ def doctor_command(
         typer.echo(f"{config}: no findings")
     for f in findings:
         typer.echo(f"{f.severity}: [{f.code}] {f.message}")
+
+
+def _data_problems(cfg: TrainConfig) -> tuple[str, ...]:
+    """Why train would not read each dataset the config names: the same lazy check train makes (reads nothing)."""
+    from cheaptune.data.readers import iter_rows
+    from cheaptune.errors import BadInput
+
+    out = []
+    for d in cfg.datasets:
+        try:
+            iter_rows(d.path)
+        except BadInput as err:
+            out.append(str(err))
+    return tuple(out)
 
 
 def register(app: typer.Typer) -> None:

@@ -52,6 +52,7 @@ class Facts:
     lora_same_gpu: str | None = None  # "$2.10" when LoRA fits on the QLoRA option's GPU for less
     spot_alternative: str | None = None  # "spot at $1.20" when on-demand was chosen and spot is cheaper
     missing: tuple[str, ...] = ()  # config keys a run needs and the config lacks (base_model, datasets)
+    data_problems: tuple[str, ...] = ()  # why train would not read a dataset the config names (data.readers.iter_rows)
     rented: bool = False  # it trains on a machine billed by the hour (a price, or a cloud's spot notices)
     shuts_down: bool | None = None  # on_finish or a shutdown_command stops that machine (None: not known)
 
@@ -61,6 +62,13 @@ def missing_inputs(f: Facts) -> Finding | None:
         how = {"base_model": "base_model: (or --model)", "datasets": "datasets: [{path: ...}] (or --data)"}
         return Finding("missing_inputs", f"the config sets no {' and no '.join(f.missing)}, so train refuses it; "
                        f"set {' and '.join(how.get(k, k) for k in f.missing)}", "error")
+    return None
+
+
+def data_not_found(f: Facts) -> Finding | None:
+    if f.data_problems:
+        return Finding("data_not_found", f"{'; '.join(f.data_problems)} (train refuses this before loading the model; "
+                       "fix the path, read from the config's folder, or pass --data)", "error")
     return None
 
 
@@ -169,7 +177,7 @@ def data_starvation(f: Facts) -> Finding | None:
 
 
 CHECKS: tuple[Callable[[Facts], Finding | None], ...] = (
-    missing_inputs, does_not_fit, thin_headroom, full_where_peft_fits, qlora_where_lora_fits, on_demand_where_spot_ok, spot_without_checkpoints,
+    missing_inputs, data_not_found, does_not_fit, thin_headroom, full_where_peft_fits, qlora_where_lora_fits, on_demand_where_spot_ok, spot_without_checkpoints,
     no_budget, no_bf16, seq_beyond_context, short_job, merged_egress, data_starvation, machine_left_running,
 )
 
