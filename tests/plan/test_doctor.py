@@ -148,3 +148,17 @@ def test_doctor_says_a_dataset_train_would_not_find(tmp_path, run_cli):
     (tmp_path / "d.jsonl").write_text('{"text": "hi"}\n')
     code, out, _ = run_cli("doctor", str(cfg), "--json")
     assert code == 0 and "data_not_found" not in {f["code"] for f in json.loads(out)["findings"]}
+
+
+def test_doctor_says_train_refuses_bf16_on_a_board_without_it(tmp_path, run_cli):
+    """train.methods.resolve_precision refuses bf16 on a GPU without it before loading; doctor --gpu T4 only
+    advised fp16 (a warning), now it is an error naming the precision to use."""
+    cfg = tmp_path / "cfg.yml"
+    cfg.write_text("base_model: m/x\nprecision: bf16-mixed\nbudget_usd: 5\non_finish: stop\n")
+    code, out, err = run_cli("doctor", str(cfg), "--gpu", "T4", "--json")
+    (f,) = [f for f in json.loads(out)["findings"] if f["code"] == "no_bf16"]
+    assert code == 0 and f["severity"] == "error" and "use precision: fp16-mixed" in f["message"], err
+    cfg.write_text(cfg.read_text().replace("bf16-mixed", "fp16-mixed"))
+    code, out, _ = run_cli("doctor", str(cfg), "--gpu", "T4", "--json")
+    (f,) = [f for f in json.loads(out)["findings"] if f["code"] == "no_bf16"]
+    assert f["severity"] == "info"

@@ -134,6 +134,11 @@ def no_budget(f: Facts) -> Finding | None:
 
 
 def no_bf16(f: Facts) -> Finding | None:
+    if f.gpu_bf16 is False and f.precision and f.precision.startswith("bf16"):  # train.methods.resolve_precision
+        from cheaptune.estimate.policy import NO_BF16_PRECISION
+
+        return Finding("no_bf16", f"precision {f.precision} needs bf16, which {f.gpu_name} lacks, so train refuses it "
+                       f"there; use precision: {NO_BF16_PRECISION}", "error")
     if f.gpu_bf16 is False:
         done = bool(f.precision) and f.precision.startswith(("fp16", "fp32"))
         return Finding("no_bf16", f"{f.gpu_name} has no bf16; " + ("training runs in fp16 with loss scaling (fp16: true)"
