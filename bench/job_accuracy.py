@@ -1,6 +1,6 @@
 """Whole jobs: predicted hours vs the wall time public runs report, leave-one-source-out.
 
-Usage: .venv/bin/python bench/job_accuracy.py [--json]
+Usage: .venv/bin/python bench/job_accuracy.py [--json] [--write-data]
 Rows: bench/data/jobs_public.csv (each with its settings, wall time, what that wall time covers, URL and source
 date; scope=note rows are skipped). For each job source, the step-time constants of its stack are fitted on the
 throughput rows (bench/data/throughput_public.csv) of every *other* source, as throughput_accuracy.py does, so
@@ -16,6 +16,12 @@ weights from disk) and tokenize (estimate/data/startup.yaml), so each row compar
 Speed options a job ran (Liger) add no factor: none was measured for these jobs (estimate/data/speedups.yaml).
 The p10-p90 of each job is estimate.intervals' band for its board class, method and GPU count, applied to the
 training term, and the share of jobs whose wall time falls inside is printed.
+How much of FSDP/ZeRO-3's transfers compute hides on a serial link (scaling.serial_link; interconnect.yaml
+serial_link_overlap) is fitted inside each fold too: the OVERLAP_GRID value with the least median over sources of
+each source's median |ln(predicted / reported)| on the other sources' serial-link sharded jobs, or, where no other
+source has one, the neutral steptime.yaml overlap.sharded (a serial link timed as any other). --write-data writes
+the all-rows fit (the same rule on every source, with the step-time constants fitted on every throughput row) into
+interconnect.yaml, naming its rows.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import csv
 import datetime as dt
 import json
 import math
+import re
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +44,7 @@ from cheaptune.errors import BadInput
 from cheaptune.estimate.cost.cost import constants
 from cheaptune.estimate.time import intervals
 from cheaptune.estimate.time import throughput as tp
-from cheaptune.estimate.time.scaling import Layout, serial_link
+from cheaptune.estimate.time.scaling import GATHERING, INTERCONNECT, Layout, serial_link
 
 JOBS = Path(__file__).with_name("data") / "jobs_public.csv"
 LENGTHS = Path(__file__).with_name("data") / "dataset_lengths.csv"
@@ -45,6 +53,7 @@ WALL_TERMS = ("train", "eval", "load", "tokenize")
 # torch.nn.functional.scaled_dot_product_attention), so a row that ran it is modelled as sdpa
 ATTN_AS = {"xformers": "sdpa"}
 RESULTS = Path(__file__).with_name("results") / "job_accuracy.json"
+OVERLAP_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)  # share of a serial link's sharded transfers compute hides
 BF16_BYTES = 2
 
 
@@ -199,45 +208,139 @@ def predict(row: dict, table: dict, consts: dict, network: str) -> dict:
             "tokens_basis": work.basis, "serial_link": serial_link(layout, gpu)}
 
 
-def evaluate(jobs: list[dict], through: list[dict], grid: dict = ta.GRID) -> tuple[list[dict], list[dict]]:
-    """(results, skipped): each job predicted with constants fitted on the other sources' throughput rows."""
-    base, consts = tp.load_table(), constants()
-    fits: dict[tuple[str, str], dict] = {}
-    out, skipped = [], []
+def network_of(row: dict, through: list[dict]) -> str:
+    """A job row without a network takes the one its source's own throughput rows state, else ethernet."""
+    nets = {r["network"] for r in through if r["source"] == row["source"] and r["network"]}
+    return nets.pop() if len(nets) == 1 else "ethernet"
+
+
+def constants_of(row: dict, tables: dict, base: dict, overlap: float) -> dict:
+    """The constants that time `row`: its stack's step-time fit in `tables` and the serial-link overlap."""
+    return {**tables.get(fit_stack_of(row, base), tables["pooled"]), "serial_link_overlap": overlap}
+
+
+def predict_with(row: dict, c: dict, base: dict, consts: dict, through: list[dict]) -> dict:
+    table = {**ta.with_constants(base, "fit", c), "serial_link_overlap": {"value": c["serial_link_overlap"]}}
+    return predict(row, table, consts, network_of(row, through))
+
+
+def overlap_rows(jobs: list[dict], through: list[dict]) -> list[dict]:
+    """The jobs the serial-link overlap times: sharded (FSDP/ZeRO-3) on a serial link."""
+    out = []
     for row in jobs:
-        stack = fit_stack_of(row, base)
-        key = (row["source"], stack)
         try:
-            if key not in fits:
-                others = [r for r in through if r["source"] != row["source"]]
-                tables = ta.fitted_tables(others, base, grid)  # the throughput bench's fit, shared constants too
-                fits[key] = tables.get(stack, tables["pooled"])
-            # a job row without a network takes the one its source's own throughput rows state
-            nets = {r["network"] for r in through if r["source"] == row["source"] and r["network"]}
-            p = predict(row, ta.with_constants(base, "fit", fits[key]), consts, nets.pop() if len(nets) == 1 else "ethernet")
-        except (BadInput, KeyError, ValueError) as err:
-            skipped.append({"id": row["id"], "why": f"{type(err).__name__}: {err}"[:160]})
+            _, gpu, layout, _ = job_of(row, "fit", network_of(row, through), workload(row))
+            wall_terms(row)
+        except (BadInput, KeyError, ValueError):
             continue
-        lo, mid, hi, why = intervals.time_band(resolve_gpu(row["gpu"]), row["method"], p["gpus"], stack=stack,
-                                               serial_link=p["serial_link"])
-        measured = float(row["wall_s"])
-        out.append({"id": row["id"], "source": row["source"], "stack": row["stack"], "model": row["model"],
-                    "method": row["method"], "gpu": row["gpu"], "gpus": p["gpus"], "serial_link": p["serial_link"],
-                    "measured": measured,
-                    "loso": round(p["wall_s"], 1), "train_s": round(p["train_s"], 1),
-                    "other_s": {k: round(v, 1) for k, v in p["other_s"].items()},
-                    "tokens": round(p["tokens"]), "tokens_basis": p["tokens_basis"],
-                    "inside_p10_p90": p["train_s"] * lo + sum(p["other_s"].values()) <= measured
-                    <= p["train_s"] * hi + sum(p["other_s"].values()), "interval_basis": why,
-                    "wall_basis": row["wall_basis"], "url": row["url"], "source_date": row["source_date"] or "undated",
-                    "constants": fits[key]})
-    return out, skipped
+        if layout.sharding in GATHERING and serial_link(layout, gpu):
+            out.append(row)
+    return out
+
+
+def fit_overlap(rows: list[dict], tables: dict, base: dict, consts: dict, through: list[dict],
+                grid: tuple[float, ...] = OVERLAP_GRID) -> dict:
+    """{value, rows, score, scores (per grid value)}: the grid value with the least median over sources of each source's median
+    |ln(predicted / reported wall)| on `rows` (of equal scores, the one nearest the neutral overlap.sharded);
+    value None where there are no rows."""
+    if not rows:
+        return {"value": None, "rows": [], "score": None}
+    neutral, best, scores = float(base["overlap"]["sharded"]["value"]), None, {}
+    for v in sorted(grid, key=lambda v: abs(v - neutral)):
+        errs: dict[str, list[float]] = {}
+        for row in rows:
+            p = predict_with(row, constants_of(row, tables, base, v), base, consts, through)
+            errs.setdefault(row["source"], []).append(abs(math.log(p["wall_s"] / float(row["wall_s"]))))
+        score = scores[v] = statistics.median(statistics.median(e) for e in errs.values())
+        if best is None or score < best[0] - 1e-12:
+            best = (score, v)
+    return {"value": best[1], "rows": [r["id"] for r in rows], "score": round(best[0], 4),
+            "scores": {str(v): round(scores[v], 4) for v in sorted(scores)}}
+
+
+def evaluate(jobs: list[dict], through: list[dict], grid: dict = ta.GRID) -> tuple[list[dict], list[dict], dict]:
+    """(results, skipped, overlap folds): each job predicted with step-time constants fitted on the other
+    sources' throughput rows and a serial-link overlap fitted on the other sources' serial-link jobs."""
+    base, consts = tp.load_table(), constants()
+    serial = overlap_rows(jobs, through)
+    folds: dict[str, dict] = {}
+    out, skipped = [], []
+    for source in dict.fromkeys(r["source"] for r in jobs):
+        tables = ta.fitted_tables([r for r in through if r["source"] != source], base, grid)
+        fold = fit_overlap([r for r in serial if r["source"] != source], tables, base, consts, through)
+        if fold["value"] is None:
+            fold = {**fold, "value": float(base["overlap"]["sharded"]["value"]), "note": "no other source has a serial-link sharded job: the neutral "
+                                                      "steptime.yaml overlap.sharded"}
+        folds[source] = fold
+        for row in (r for r in jobs if r["source"] == source):
+            c = constants_of(row, tables, base, fold["value"])
+            try:
+                p = predict_with(row, c, base, consts, through)
+            except (BadInput, KeyError, ValueError) as err:
+                skipped.append({"id": row["id"], "why": f"{type(err).__name__}: {err}"[:160]})
+                continue
+            out.append(result(row, p, c, fit_stack_of(row, base)))
+    order = {r["id"]: i for i, r in enumerate(jobs)}
+    return sorted(out, key=lambda r: order[r["id"]]), skipped, folds
+
+
+def result(row: dict, p: dict, c: dict, stack: str) -> dict:
+    lo, mid, hi, why = intervals.time_band(resolve_gpu(row["gpu"]), row["method"], p["gpus"], stack=stack,
+                                           serial_link=p["serial_link"])
+    measured = float(row["wall_s"])
+    return {"id": row["id"], "source": row["source"], "stack": row["stack"], "model": row["model"],
+            "method": row["method"], "gpu": row["gpu"], "gpus": p["gpus"], "serial_link": p["serial_link"],
+            "measured": measured,
+            "loso": round(p["wall_s"], 1), "train_s": round(p["train_s"], 1),
+            "other_s": {k: round(v, 1) for k, v in p["other_s"].items()},
+            "tokens": round(p["tokens"]), "tokens_basis": p["tokens_basis"],
+            "inside_p10_p90": p["train_s"] * lo + sum(p["other_s"].values()) <= measured
+            <= p["train_s"] * hi + sum(p["other_s"].values()), "interval_basis": why,
+            "wall_basis": row["wall_basis"], "url": row["url"], "source_date": row["source_date"] or "undated",
+            "constants": c}
+
+
+def all_rows_overlap(jobs: list[dict], through: list[dict], grid: dict = ta.GRID) -> dict:
+    """The planner's serial-link overlap: the fold rule on every source, with the step-time constants fitted on
+    every throughput row (what throughput_accuracy.py --write-data gives steptime.yaml)."""
+    base = tp.load_table()
+    return fit_overlap(overlap_rows(jobs, through), ta.fitted_tables(through, base, grid), base, constants(), through)
+
+
+def write_overlap(fit: dict, jobs: list[dict], path: Path = INTERCONNECT) -> None:
+    """Replace interconnect.yaml's serial_link_overlap block with the all-rows fit, naming its rows."""
+    by = {r["id"]: r["source"] for r in jobs}
+    named = ", ".join(f"{i} ({by[i]})" for i in fit["rows"])
+    today = dt.date.today().isoformat()
+    curve = ", ".join(f"{v} {x}" for v, x in fit.get("scores", {}).items()) or fit["score"]
+    block = (f"serial_link_overlap:\n  value: {fit['value']}\n  label: fitted\n  rows: \"{named}\"\n  source: >-\n"
+             f"    bench/job_accuracy.py --write-data: of {', '.join(map(str, OVERLAP_GRID))}, the value with the least "
+             f"median over sources\n    of each source's median |ln(predicted / reported wall time)| on these jobs"
+             f"\n    (score by value: {curve}), with the step-time constants fitted on every throughput row.\n    The job "
+             f"bench scores each job with this value refitted without its source\n    "
+             f"(bench/results/job_accuracy.json serial_link_overlap); a fold with no other source's job takes\n    the "
+             f"neutral steptime.yaml overlap.sharded (a serial link timed as any other). GeForce boards, which also\n"
+             f"    have no peer-to-peer, keep overlap.sharded: answerai-fsdp-qlora's RTX 4090 FSDP rows read 0.91-1.04 of their\n"
+             f"    tokens/s with it (bench/throughput_accuracy.py AQ14-AQ22) and 0.70-0.97 without\n"
+             f"  source_date: \"{today}\"\n  read: \"{today}\"\n")
+    text = path.read_text()
+    new, n = re.subn(r"^serial_link_overlap:\n(?:[ \t]+.*\n)*", block, text, count=1, flags=re.M)
+    if n != 1:
+        raise BadInput(f"{path}: no serial_link_overlap block to replace; restore it from the package")
+    path.write_text(new)
+
+
+def overlap_doc(folds: dict) -> dict:
+    values = [f["value"] for f in folds.values()]
+    return {"grid": list(OVERLAP_GRID), "spread": [min(values), max(values)], "folds": folds,
+            "rule": "per held-out source: the grid value with the least median over the other sources of their "
+                    "median |ln(predicted / reported)| on serial-link sharded jobs"}
 
 
 def main(argv: list[str]) -> int:
     jobs = [r for r in csv.DictReader(JOBS.open()) if r.get("scope", "bench") != "note"]
     through = [r for r in csv.DictReader(ta.ROWS.open()) if r.get("scope", "bench") != "note"]
-    results, skipped = evaluate(jobs, through)
+    results, skipped, folds = evaluate(jobs, through)
     # hours: the ratio is of predicted / measured wall time, so r > 1 reads slow, r < 1 fast
     s = ta.summary([{**r, "fitted": r["loso"], "baseline": r["loso"]} for r in results])
     s = {k: ({g: {"loso": v["loso"]} for g, v in s[k].items()} if k != "all" else {"loso": s[k]["loso"]}) for k in s}
@@ -245,13 +348,18 @@ def main(argv: list[str]) -> int:
     doc = {"benchmark": "job_accuracy", "date": dt.date.today().isoformat(), "rows": len(results),
            "sources": len({r["source"] for r in results}), "boards": len({r["gpu"] for r in results}),
            "ratio": "predicted / reported wall time", "targets": ta.TARGETS, "summary": s, "coverage": cov,
-           "skipped": skipped, "results": results}
+           "serial_link_overlap": overlap_doc(folds), "skipped": skipped, "results": results}
     lines = ta.check({**s, "per_board": {b: {"loso": v["loso"]} for b, v in s["per_board"].items()}}, cov)
     doc["checks"] = lines
     if "--json" in argv:
         print(json.dumps(doc, indent=1))
         return 0
     RESULTS.write_text(json.dumps(stamp(doc), indent=1) + "\n")
+    if "--write-data" in argv:
+        fit = all_rows_overlap(jobs, through)
+        write_overlap(fit, jobs)
+        print(f"serial_link_overlap, all rows: {fit['value']} on {', '.join(fit['rows'])} (score {fit['score']}): "
+              f"written to {INTERCONNECT.name}")
     print(f"{'id':6} {'stack':9} {'model':18} {'meth':5} {'gpu':10} {'N':>3} {'wall h':>7} {'pred h':>7} {'ratio':>6} in")
     for r in results:
         print(f"{r['id']:6} {r['stack'][:9]:9} {r['model'][-18:]:18} {r['method']:5} {r['gpu']:10} {r['gpus']:>3} "
@@ -264,6 +372,10 @@ def main(argv: list[str]) -> int:
                   f"worst {v['loso']['worst']['id']} x{v['loso']['worst']['factor']:.2f}")
     print(f"{len(results)} jobs, {doc['sources']} sources, {doc['boards']} boards; skipped {len(skipped)}: "
           + "; ".join(f"{x['id']} ({x['why'][:60]})" for x in skipped))
+    o = doc["serial_link_overlap"]
+    print(f"serial_link_overlap per fold (held-out source: value, fitted on): spread {o['spread'][0]}-{o['spread'][1]}")
+    for source, f in folds.items():
+        print(f"  {source:28} {f['value']:.2f}  {', '.join(f['rows']) or f.get('note', '')}")
     for line in lines:
         print(line)
     return 0 if math.isfinite(cov["inside_p10_p90"]) else 1

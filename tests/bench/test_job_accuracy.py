@@ -87,7 +87,7 @@ def test_a_job_is_not_predicted_by_its_own_sources_rows(bench, monkeypatch):
     seen = []
     fit = ta.fit
     monkeypatch.setattr(ta, "fit", lambda rs, base, grid=ta.GRID: seen.append({r["source"] for r in rs}) or fit(rs, base, grid))
-    results, skipped = ja.evaluate(jobs, through, TINY)
+    results, skipped, _ = ja.evaluate(jobs, through, TINY)
     assert len(results) == 3 and not skipped
     assert seen and all("peft-method-comparison" not in s for s in seen[:2])
     for r in results:  # the wall time is training plus the terms the row's wall time covers, each shown
@@ -131,3 +131,69 @@ def test_a_serial_link_job_is_flagged_and_its_band_widens_where_no_row_shares_it
                       "ethernet")["serial_link"]
     a10g = resolve_gpu("A10G")  # a plan's band (no layout given) takes the board's own link
     assert intervals.time_band(a10g, "full", 4) == intervals.time_band(a10g, "full", 4, serial_link=True)
+
+
+C = {"e_max": 0.6, "tokens_half": 0, "hidden_half": 300, "full": 0.002, "adapter": 0.0, "per_module": 0.0,
+     "elementwise_bytes": 100}
+
+
+def _serial_jobs(ja, ta):
+    jobs = [r for r in csv.DictReader(ja.JOBS.open()) if r.get("scope", "bench") != "note"]
+    through = [r for r in csv.DictReader(ta.ROWS.open()) if r.get("scope", "bench") != "note"]
+    return ja.overlap_rows(jobs, through), through
+
+
+def test_the_serial_link_overlap_is_fitted_on_the_other_sources_jobs_only(bench, monkeypatch):
+    """No held-out job is timed with an overlap chosen on it: each fold's value comes from the other sources'
+    serial-link sharded jobs, the value a result carries is its fold's, and a fold with none takes the neutral
+    steptime.yaml overlap.sharded and says so."""
+    ja, ta = bench("job_accuracy"), bench("throughput_accuracy")
+    monkeypatch.setattr(ta, "fitted_tables", lambda rows, base, grid: {"pooled": C})  # step-time fit: not tested here
+    serial, through = _serial_jobs(ja, ta)
+    assert len({r["source"] for r in serial}) >= 2 and all(r["sharding"] in ("fsdp", "zero3") for r in serial)
+    results, skipped, folds = ja.evaluate(serial, through)
+    by_id = {r["id"]: r["source"] for r in serial}
+    for source, fold in folds.items():
+        assert fold["rows"] and source not in {by_id[i] for i in fold["rows"]}
+        assert fold["value"] in ja.OVERLAP_GRID
+    assert not skipped and all(r["constants"]["serial_link_overlap"] == folds[r["source"]]["value"] for r in results)
+    one = [r for r in serial if r["source"] == serial[0]["source"]]
+    _, _, alone = ja.evaluate(one, through)
+    assert alone[one[0]["source"]]["value"] == tp.load_table()["overlap"]["sharded"]["value"]
+    assert "neutral" in alone[one[0]["source"]]["note"]
+
+
+def test_the_overlap_fit_finds_the_value_the_jobs_ran_at(bench):
+    """Jobs whose reported wall time is the model's at overlap 0.5 are fitted at 0.5 with score 0; at 0.25 the
+    score is worse (the grid search is not a constant)."""
+    from cheaptune.estimate.cost.cost import constants
+
+    ja, ta = bench("job_accuracy"), bench("throughput_accuracy")
+    serial, through = _serial_jobs(ja, ta)
+    base, consts, tables = tp.load_table(), constants(), {"pooled": C}
+    at = [{**r, "wall_s": str(ja.predict_with(r, ja.constants_of(r, tables, base, 0.5), base, consts, through)["wall_s"])}
+          for r in serial]
+    fit = ja.fit_overlap(at, tables, base, consts, through)
+    assert fit["value"] == 0.5 and fit["score"] == pytest.approx(0, abs=1e-6)
+    assert ja.fit_overlap(at, tables, base, consts, through, grid=(0.0, 0.25))["score"] > 0
+    assert ja.fit_overlap([], tables, base, consts, through)["value"] is None
+
+
+def test_write_data_replaces_only_the_overlap_block_and_names_its_rows(bench, tmp_path):
+    import yaml
+
+    from cheaptune.estimate.time.scaling import INTERCONNECT
+
+    ja = bench("job_accuracy")
+    path = tmp_path / "interconnect.yaml"
+    path.write_text(INTERCONNECT.read_text())
+    jobs = [{"id": "JR1", "source": "ray-deepspeed-template"}, {"id": "JL32", "source": "litgpt-config-hub"}]
+    ja.write_overlap({"value": 0.25, "rows": ["JR1", "JL32"], "score": 0.3}, jobs, path)
+    doc, before = yaml.safe_load(path.read_text()), yaml.safe_load(INTERCONNECT.read_text())
+    entry = doc["serial_link_overlap"]
+    assert entry["value"] == 0.25 and entry["label"] == "fitted"
+    assert entry["rows"] == "JR1 (ray-deepspeed-template), JL32 (litgpt-config-hub)" and "neutral" in entry["source"]
+    assert doc["no_peer_to_peer"] == before["no_peer_to_peer"]
+    path.write_text("no_peer_to_peer: {}\n")
+    with pytest.raises(ja.BadInput, match="no serial_link_overlap block"):
+        ja.write_overlap({"value": 0.25, "rows": [], "score": 0.3}, jobs, path)

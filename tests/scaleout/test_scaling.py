@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -10,6 +13,7 @@ from cheaptune.errors import BadInput
 from cheaptune.estimate.time import throughput as tp
 from cheaptune.estimate.time.scaling import (
     INTERCONNECT,
+    Comm,
     Layout,
     communication,
     exposed_seconds,
@@ -18,6 +22,7 @@ from cheaptune.estimate.time.scaling import (
     serial_link,
 )
 
+JOBS = Path(__file__).parents[2] / "bench" / "data" / "jobs_public.csv"
 LLAMA_8B = tp.ModelShape(params=8_030_000_000, hidden=4096, layers=32, vocab=128256, tied_embeddings=False)
 LORA_PARAMS = 42_000_000
 
@@ -115,7 +120,10 @@ def test_serial_links_hide_less_of_the_gathers(monkeypatch):
 
     table, links = tp.load_table(), scaling._interconnect()
     entry = yaml.safe_load(INTERCONNECT.read_text())["serial_link_overlap"]
-    assert entry["label"] in ("measured", "fitted", "assumption") and entry["source"]
+    assert entry["label"] == "fitted" and "job_accuracy.py --write-data" in entry["source"]
+    jobs = {r["id"]: r["source"] for r in csv.DictReader(JOBS.open())}
+    named = [x.split(" (") for x in entry["rows"].split(", ")]  # "JR1 (ray-deepspeed-template), ..."
+    assert named and all(jobs[i] == src.rstrip(")") for i, src in named)
     assert serial_link(Layout(4, 1, "fsdp"), resolve_gpu("A10G")) and not serial_link(Layout(2, 1, "fsdp"), resolve_gpu("RTX4090"))
     assert not serial_link(Layout(8, 1, "fsdp"), resolve_gpu("A100-80GB")) and not serial_link(Layout(1, 1), resolve_gpu("A10G"))
     assert serial_link(Layout(8, 2, "fsdp", network="ethernet"), resolve_gpu("H100"))
@@ -139,3 +147,15 @@ def test_bad_layouts_are_one_line_errors():
                 dict(gpus_per_node=2, sharding="ddp", offload=True)):
         with pytest.raises(BadInput):
             Layout(**bad)
+
+
+def test_a_tables_own_serial_link_overlap_overrides_the_link_files():
+    """The job bench times each fold with its own fitted overlap (bench/job_accuracy.py): a table carrying
+    serial_link_overlap 1.0 exposes what overlap.sharded 1.0 exposes on a non-serial link."""
+    table = tp.load_table()
+    staged = communication(Layout(4, 1, "fsdp"), resolve_gpu("A10G"), 5e9, 5e9, table)
+    hidden = exposed_seconds(staged, Layout(4, 1, "fsdp"), 2, 10.0, 32, {**table, "serial_link_overlap": {"value": 1.0}})
+    plain = Comm(staged.per_step_s, staged.per_micro_s, staged.last_micro_s, serial_link=False)
+    assert hidden == pytest.approx(exposed_seconds(plain, Layout(4, 1, "fsdp"), 2, 10.0, 32, table))
+    assert hidden < exposed_seconds(staged, Layout(4, 1, "fsdp"), 2, 10.0, 32,
+                                    {**table, "serial_link_overlap": {"value": 0.0}})

@@ -155,14 +155,16 @@ def exposed_seconds(comm: Comm, layout: Layout, accum: int, micro_compute_s: flo
     """Communication seconds per optimizer step that compute does not hide. DDP overlaps its all-reduce
     with the last micro-step's backward (about 2/3 of its compute); gathering strategies prefetch the
     next unit during compute, leaving one unit's share exposed, as far as the link lets them
-    (steptime.yaml overlap.sharded, or interconnect.yaml serial_link_overlap on a serial_link); FSDP's
+    (steptime.yaml overlap.sharded, or interconnect.yaml serial_link_overlap on a serial_link, which a `table`
+    holding its own `serial_link_overlap` overrides: the job bench's fit without the held-out source); FSDP's
     reduce-scatter adds to the last micro-step's transfers only."""
     out = 0.0
     if comm.per_step_s:
         ovl = float(table["overlap"]["ddp"]["value"])
         out += comm.per_step_s - ovl * min(comm.per_step_s, micro_compute_s * 2 / 3)
     if comm.per_micro_s or comm.last_micro_s:
-        entry = _interconnect()["serial_link_overlap"] if comm.serial_link else table["overlap"]["sharded"]
+        entry = (table.get("serial_link_overlap") or _interconnect()["serial_link_overlap"] if comm.serial_link
+                 else table["overlap"]["sharded"])
         ovl = float(entry["value"])
 
         def exposed(c: float) -> float:
