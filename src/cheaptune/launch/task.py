@@ -13,6 +13,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from cheaptune.errors import BadInput, Infeasible, Preempted
 from cheaptune.launch.names import require_cloud, sky_cloud, sky_gpu
 from cheaptune.launch.options import LaunchOptions
@@ -240,11 +242,23 @@ TORCHRUN = (
 )
 
 
-def _run_lines(plan: PlanFile, opts: LaunchOptions, offers: list[Offer]) -> list[str]:
+def run_budget(plan: PlanFile, config_text: str) -> float | None:
+    """The cap the machine's train runs under: the lower of the plan's budget and the config's budget_usd.
+
+    The task passes it as `--budget`, which wins over the config's own in train, so a config asking for a
+    smaller cap than the plan must not be silently raised to the plan's (a cap only ever tightens). The config
+    text was already validated by verify.check_run, so its budget_usd is a positive number or absent.
+    """
+    raw = yaml.safe_load(config_text) or {}
+    caps = [b for b in (plan.budget_usd, raw.get("budget_usd") if isinstance(raw, dict) else None) if b is not None]
+    return min(float(b) for b in caps) if caps else None
+
+
+def _run_lines(plan: PlanFile, opts: LaunchOptions, offers: list[Offer], budget: float | None) -> list[str]:
     cmd = ["train", f"{opts.job_dir}/config.yaml", "--plan", f"{opts.job_dir}/plan.yaml", "--resume", "auto",
            "--checkpoint-dir", opts.checkpoint_dir]
-    if plan.budget_usd is not None:
-        cmd += ["--budget", f"{plan.budget_usd:g}"]
+    if budget is not None:
+        cmd += ["--budget", f"{budget:g}"]
     args = " ".join(shlex.quote(c) for c in cmd) + ' --price-per-hour "$PRICE"'
     lines = ["set -euo pipefail", _PICK_CLOUD, _PICK_PRICE]
     if any(o.spot for o in offers):
@@ -279,7 +293,7 @@ def build_task(plan: PlanFile, staged: Staged, staging_dir: str, opts: LaunchOpt
         "secrets": {s: None for s in opts.secrets},
         "file_mounts": file_mounts,
         "setup": "\n".join(setup) + "\n",
-        "run": "\n".join(_run_lines(plan, opts, sel.offers)) + "\n",
+        "run": "\n".join(_run_lines(plan, opts, sel.offers, run_budget(plan, staged.config_text))) + "\n",
     }
     sel.notes += [note] if note else []
     if not task["secrets"]:
