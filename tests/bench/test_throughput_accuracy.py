@@ -90,7 +90,7 @@ def test_the_elementwise_bytes_are_one_value_shared_by_every_stack(bench):
     assert len({ta.stack_of(r) for r in rs}) >= 2
     tables = ta.fitted_tables(rs, ta.tp.load_table(), {**TINY, "elementwise_bytes": (0, 300)})
     assert len({c["elementwise_bytes"] for c in tables.values()}) == 1
-    assert next(iter(tables.values()))["elementwise_bytes"] in (0, 300)
+    assert 0 <= next(iter(tables.values()))["elementwise_bytes"] <= 300  # within its search range
 
 
 def test_rows_of_no_named_stack_are_each_their_own_sources_stack(bench):
@@ -107,7 +107,7 @@ def test_rows_of_no_named_stack_are_each_their_own_sources_stack(bench):
 
 def test_the_fixed_costs_and_elementwise_bytes_are_one_value_shared_by_every_stack(bench):
     """Launch-bound floors and memory-bound bytes cannot be told from the efficiency within one stack's rows:
-    every stack gets the one value that scores best over all rows, not its own."""
+    every stack gets the one value that scores best over all rows, not its own, searched within its range."""
     ta = bench("throughput_accuracy")
     grid = {**TINY, "full": (0.0, 0.002), "per_module": (0.0, 0.0006), "elementwise_bytes": (0, 100)}
     rs = rows(ta, ("torchtune-readme", "peft-method-comparison"))
@@ -116,11 +116,11 @@ def test_the_fixed_costs_and_elementwise_bytes_are_one_value_shared_by_every_sta
     tables = ta.fitted_tables(rs, base, grid)
     shared = {(t["full"], t["per_module"], t["elementwise_bytes"]) for t in tables.values()}
     assert len(shared) == 1
+    (full, per, eb), = shared
+    assert 0 <= full <= 0.002 and 0 <= per <= 0.0006 and 0 <= eb <= 100
+    best = ta.score_tables(rs, base, tables)
+    for corner in itertools.product(grid["full"], grid["per_module"], grid["elementwise_bytes"]):
+        other = ta._tables_at(rs, base, {**grid, **dict(zip(("full", "per_module", "elementwise_bytes"),
+                                                            ((v,) for v in corner), strict=True))})
+        assert best <= ta.score_tables(rs, base, other) + 1e-12  # no corner of the box scores better
 
-    def score(t):
-        return sum(abs(math.log(ta.predict(r, ta.with_constants(base, "fit", t[ta.stack_of(r)]), "fit")
-                                / ta.measured(r))) for r in rs)
-
-    for full, per, eb in itertools.product(grid["full"], grid["per_module"], grid["elementwise_bytes"]):
-        other = ta._tables_at(rs, base, {**grid, "full": (full,), "per_module": (per,), "elementwise_bytes": (eb,)})
-        assert score(tables) <= score(other) + 1e-12
