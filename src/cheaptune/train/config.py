@@ -386,13 +386,17 @@ def tracker_names(value: str | list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def check_merge(cfg: TrainConfig) -> None:
+    """Fail before training, not after, when --merge cannot work for the method."""
+    if cfg.merge and cfg.method in ("prompt_tuning", "prefix_tuning"):
+        raise BadInput(f"--merge is not possible for {cfg.method} (virtual tokens are not weights); drop --merge")
+
+
 def check_before_load(cfg: TrainConfig) -> None:
     """Everything `train` refuses of a config alone, on any machine, before any model loads: one function so
     `train`, `launch`'s dry run and `doctor` refuse the same configs with the same line. What depends on the
     machine it runs on (CUDA, installed packages, a W&B login, the dataset files, the model cache) is checked
     by `train` there."""
-    from cheaptune.train.outputs import check_merge
-
     guard_settings(cfg)
     check_hf_names(cfg)
     check_merge(cfg)

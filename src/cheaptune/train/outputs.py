@@ -18,12 +18,6 @@ MERGED = "merged"
 _MERGEABLE = ("lora", "qlora", "dora", "ia3")
 
 
-def check_merge(cfg: TrainConfig) -> None:
-    """Fail before training, not after, when --merge cannot work for the method."""
-    if cfg.merge and cfg.method in ("prompt_tuning", "prefix_tuning"):
-        raise BadInput(f"--merge is not possible for {cfg.method} (virtual tokens are not weights); drop --merge")
-
-
 def peak_memory() -> dict[str, int]:
     """Peak GPU memory allocated (CUDA) and this process's peak resident memory (Linux reports KiB)."""
     import torch

@@ -17,7 +17,7 @@ from cheaptune.runs import ledger
 from cheaptune.train import checkpoints as ck
 from cheaptune.train import guardrails, oom, outputs
 from cheaptune.train import resume as rs
-from cheaptune.train.config import TrainConfig
+from cheaptune.train.config import TrainConfig, check_merge
 from cheaptune.train.preflight import preflight
 from cheaptune.train.tracking import resolve_report_to
 
@@ -36,7 +36,7 @@ def _check(cfg: TrainConfig) -> None:
         raise BadInput("no base model: set base_model in the config or pass --model")
     if not cfg.datasets:
         raise BadInput("no dataset: set datasets: [{path: ...}] in the config or pass --data")
-    outputs.check_merge(cfg)
+    check_merge(cfg)
     resolve_report_to(cfg.report_to)  # an unknown or missing tracker fails before any model loads
 
 

@@ -41,7 +41,8 @@ class GrpoTime:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["parts"] = {k: round(v, 6) for k, v in self.parts.items()}
+        # six significant figures, not six decimals: a small model's sub-microsecond part must not print as 0
+        d["parts"] = {k: float(f"{v:.6g}") for k, v in self.parts.items()}
         return d
 
 
