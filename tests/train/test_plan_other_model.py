@@ -39,6 +39,21 @@ def test_a_cpu_run_of_an_h100_plan_is_not_billed_at_the_h100_price(h100_plan, tm
     assert other.price_per_hour is None and "on A10G" in note
 
 
+def test_a_cpu_train_of_an_h100_plan_records_no_h100_price(h100_plan, tmp_path, run_cli, tiny_model_dir, chat_file):
+    """The whole command, as the user ran it: before the fix the registry billed this CPU run at $2.49/h with the
+    plan's $5 budget (checked on baf092f's parent); one training step, on the tiny model."""
+    import json
+
+    code, _, err = run_cli("train", "--plan", str(h100_plan), "--model", str(tiny_model_dir), "--data", str(chat_file),
+                           "-o", str(tmp_path / "o"), "--device", "cpu", "--max-steps", "1")
+    assert code == 0, err
+    said = err
+    code, out, _ = run_cli("runs", "--json")
+    (run,) = json.loads(out)
+    assert (run["price_per_hour"], run["budget_usd"], run["cost_actual_usd"]) == (None, None, None)
+    assert "H100 at $2.49/h" in said and "on the CPU" in said
+
+
 def test_a_plan_for_the_cpu_is_billed_at_its_own_price_on_the_cpu(h100_plan, tmp_path):
     from cheaptune.train.billing import bill_where_it_runs  # here: the other tests need none of it
 
