@@ -103,6 +103,27 @@ def test_the_train_process_bills_from_its_own_start():
     assert 0 < age < time.monotonic()  # this process began before now, on the same clock
 
 
+def test_a_train_process_is_billed_from_its_start_not_from_training(tmp_path, tiny_model_dir, chat_file):
+    """The whole command in its own process, at $3,600/h ($1/s): imports, model load and tokenising are billed,
+    as a rented machine bills them. Before the fix (e8fcbdd's parent) the meter started at the first training
+    step, so a one-step run was billed for about a second of a ten-second process."""
+    import json
+    import os
+    import time
+
+    env = {**os.environ, "CHEAPTUNE_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "cheaptune", "train", "--model", str(tiny_model_dir), "--data",
+                           str(chat_file), "-o", str(tmp_path / "o"), "--device", "cpu", "--max-steps", "1",
+                           "--price-per-hour", "3600"], env=env, capture_output=True, text=True, timeout=300)
+    wall = time.monotonic() - began
+    assert done.returncode == 0, done.stderr[-600:]
+    runs = subprocess.run([sys.executable, "-m", "cheaptune", "runs", "--json"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    (run,) = json.loads(runs.stdout)
+    assert 0.6 * wall <= run["elapsed_s"] <= wall and run["cost_actual_usd"] >= 0.6 * wall  # $1 a second
+
+
 def test_missing_dataset_is_said_before_torch_is_imported(tmp_path):
     script = ("import sys\nfrom cheaptune.cli.main import main\ntry:\n    main(['train', '--model', 'm/x', '--data', "
               "'nosuch.jsonl'])\nexcept SystemExit as e:\n    print(e.code, 'torch' in sys.modules)")
