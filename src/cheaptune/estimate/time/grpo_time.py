@@ -41,8 +41,7 @@ class GrpoTime:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        # six significant figures, not six decimals: a small model's sub-microsecond part must not print as 0
-        d["parts"] = {k: float(f"{v:.6g}") for k, v in self.parts.items()}
+        d["parts"] = {k: round(v, 9) for k, v in self.parts.items()}  # ns, as throughput.StepTime's parts
         return d
 
 
