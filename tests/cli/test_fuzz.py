@@ -156,16 +156,7 @@ def test_no_traceback_on_any_input(path, cmd, pool, tmp_path, monkeypatch):
         for ext in GEN_EXT:
             (tmp_path / "files" / f"gen.{ext}").write_bytes(content)
         before = _snapshot(tmp_path, home)
-        out, err = io.StringIO(), io.StringIO()
-        code: object = 0
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                main(argv)
-            except SystemExit as exc:
-                code = 0 if exc.code is None else exc.code
-            except BaseException:  # what the console script would print as a traceback
-                pytest.fail(f"cheaptune {argv!r} raised:\n{traceback.format_exc()}")
-        text = out.getvalue() + err.getvalue()
+        code, text = _run(argv, f"arguments {argv!r}")
         assert code in (0, 2, 3), f"cheaptune {argv!r} exited {code!r}: {text[-600:]}"
         assert "Traceback" not in text, f"cheaptune {argv!r} printed a traceback: {text[-600:]}"
         if code == 2:
@@ -254,7 +245,7 @@ def _run(argv: list[str], what: str) -> tuple[object, str]:
             main(argv)
         except SystemExit as exc:
             code = 0 if exc.code is None else exc.code
-        except BaseException:
+        except BaseException:  # what the console script would print as a traceback
             pytest.fail(f"{argv[0]} with {what} raised:\n{traceback.format_exc()}")
     return code, buf.getvalue()
 
