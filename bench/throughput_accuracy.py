@@ -116,7 +116,8 @@ def _job(row_id: str) -> tuple[tp.Job, object, Layout, tp.ModelShape]:
     trainable = (lora_params(spec.config, int(row["lora_r"]), row.get("lora_targets") or "")
                  if row["method"] != "full" else 0)
     job = tp.Job(shape, row["method"], int(row["seq_len"]), int(row["micro_batch"]), row["grad_ckpt"] == "yes",
-                 trainable, attn=row["attn"], adapted_modules=tp.adapted_per_layer(row.get("lora_targets")))
+                 trainable, attn=row["attn"], adapted_modules=tp.adapted_per_layer(row.get("lora_targets")),
+                 clip_grads=tp.clips_gradients(stack_of(row)))  # the row's trainer's default (steptime.yaml)
     gpus, nodes = int(row["gpus_per_node"]), int(row["nodes"])
     layout = Layout(gpus, nodes, row["sharding"] or None, row["offload"] == "yes", row["network"] or "ethernet")
     return job, resolve_gpu(row["gpu"]), layout, shape

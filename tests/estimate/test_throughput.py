@@ -126,7 +126,7 @@ def test_qlora_is_slower_than_lora_like_litgpt_measured():
 
 
 def test_full_fine_tune_pays_a_memory_bound_optimizer_step():
-    full = tp.step_time(job(method="full", micro=1, seq=512), A100)
+    full = tp.step_time(job(method="full", micro=1, seq=512, clip_grads=False), A100)
     assert full.parts["optimizer"] == pytest.approx(LLAMA_8B.params * 28 / (1555e9 * 0.8))
 
 

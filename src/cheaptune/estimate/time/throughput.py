@@ -183,6 +183,16 @@ def stack_constants(table: dict, stack: str) -> dict[str, Any]:
     return stacks[stack]
 
 
+def clips_gradients(stack: str, table: dict | None = None) -> bool:
+    """Whether trainer stack `stack` clips the gradient norm each optimizer step by default (steptime.yaml
+    optimizer.clips_gradients: its own entry, else the stack it borrows from, else `default`)."""
+    table = table or load_table()
+    flags, stacks = table["optimizer"]["clips_gradients"], table["stacks"]
+    while stack not in flags and "same_as" in stacks.get(stack, {}):
+        stack = stacks[stack]["same_as"]
+    return bool(flags.get(stack, flags["default"]))
+
+
 def stack_for(trainer: str, table: dict | None = None) -> str:
     """The time stack of a trainer profile (estimate/data/profiles.yaml): its own where it has one."""
     table = table or load_table()
@@ -234,6 +244,7 @@ class Job:
     reference: float = 0.0  # reference forwards per token (reference_passes)
     stack: str = "cheaptune"  # whose trainer runs the step (steptime.yaml stacks): cheaptune = HF Trainer/TRL
     adapted_modules: int = BLOCK_LINEARS["all-linear"]  # linears per block an adapter wraps (adapted_per_layer)
+    clip_grads: bool = True  # gradient-norm clipping each optimizer step (clips_gradients: the HF Trainer's default)
 
     @property
     def rows(self) -> int:
@@ -298,7 +309,8 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     comm = scaling.communication(layout, gpu, stored, grads, table)
     opt = table["optimizer"]
     shard = layout.gpus if layout.sharding in scaling.SHARDED_OPTIMIZER else 1
-    opt_bytes = trainable / shard * _v(opt["bytes_per_param"])
+    per_param = _v(opt["bytes_per_param"]) + (_v(opt["clip_bytes_per_param"]) if job.clip_grads else 0.0)
+    opt_bytes = trainable / shard * per_param
     optimizer_s = (opt_bytes / _v(opt["cpu_bytes_per_s"]) if layout.offload
                    else opt_bytes / (bw * _v(opt["bandwidth_fraction"])))
     accum = job.grad_accum
@@ -326,7 +338,7 @@ def step_time_for(req: Any, trainable_params: int, gpu: Any, gpus_per_node: int 
     job = Job(ModelShape.from_config(cfg, count_params(cfg)), req.method, req.seq_len, req.micro_batch,
               req.grad_ckpt, trainable_params, grad_accum, precision, req.attn, req.objective,
               reference_passes(req.objective, req.precompute_ref, epochs), stack_for(req.trainer),
-              adapted_per_layer(getattr(req, "lora_targets", None)))
+              adapted_per_layer(getattr(req, "lora_targets", None)), clips_gradients(stack_for(req.trainer)))
     gpus = gpus_per_node * nodes
     sharding = (req.sharding or "ddp") if gpus > 1 else None
     return step_time(job, gpu, scaling.Layout(gpus_per_node, nodes, sharding, req.offload, network))
