@@ -63,11 +63,19 @@ def _with_speedups(t, gpu, method: str) -> dict:
             "unmeasured_line": describe_unmeasured(fast, method, gpu)}
 
 
-def _render_time(t, gpu: str, nodes: int, fast: dict) -> None:
+def _network(value: str) -> str:
+    """--network: a named network, a rate per node (100gbit) or an instance type with a stated rate; else one line."""
+    from cheaptune.estimate.time.scaling import network_gbit
+
+    network_gbit(value)
+    return value
+
+
+def _render_time(t, gpu: str, nodes: int, fast: dict, network: str = "ethernet") -> None:
     """One line of speed and the step's parts (seconds per optimizer step), and one with the plan's speed options."""
     from cheaptune.cli.output import console
 
-    where = f"{t.gpus // nodes}x {gpu}" + (f" x {nodes} nodes" if nodes > 1 else "")
+    where = f"{t.gpus // nodes}x {gpu}" + (f" x {nodes} nodes over {network}" if nodes > 1 else "")
     parts = ", ".join(f"{k} {v:.3f}" for k, v in t.parts.items() if v)
     console().print(f"time on {where}: {t.tokens_per_s:,.0f} tokens/s without speed options, {t.step_seconds:.3f} s "
                     f"per optimizer step, MFU {t.mfu:.0%} (parts, s/step: {parts})")
@@ -228,6 +236,9 @@ def register(app: typer.Typer) -> None:
         gpu_count: int = typer.Option(1, "--gpu-count", callback=bounded(1, 4096),
                                       help="Data-parallel GPUs (per node with --nodes); the estimate is per GPU."),
         nodes: int = typer.Option(1, "--nodes", callback=bounded(1, 1024), help="Nodes of --gpu-count GPUs each (with --gpu)."),
+        network: str = typer.Option("ethernet", "--network", callback=_network, help="Between --nodes: ethernet "
+                                    "(25 Gbit/s), infiniband (400 Gbit/s class, RDMA), a rate per node over IP "
+                                    "sockets like 100gbit, or an instance type with a stated rate (g5.48xlarge)."),
         grad_accum: int = typer.Option(1, "--grad-accum", callback=bounded(1, 10**6), help="Micro-steps per optimizer step: the gradients are held from one to the next (and, with --gpu, the step time)."),
         sharding: str = typer.Option(None, "--sharding",
                                      help="ddp (default with --gpu-count > 1), fsdp, zero2, zero3: how model state is split."),
@@ -272,7 +283,7 @@ def register(app: typer.Typer) -> None:
         if board is not None:
             from cheaptune.estimate.time.throughput import step_time_for
 
-            timed = step_time_for(req, est.trainable_params, board, gpu_count, nodes, grad_accum)
+            timed = step_time_for(req, est.trainable_params, board, gpu_count, nodes, grad_accum, network)
             fast = _with_speedups(timed, board, req.method)
         if as_json:
             import dataclasses
@@ -281,13 +292,13 @@ def register(app: typer.Typer) -> None:
 
             extra = {"config": dataclasses.asdict(foreign)} if foreign else {}
             if timed is not None:
-                extra["time"] = {**timed.to_dict(), "gpu": board.name, "nodes": nodes,
+                extra["time"] = {**timed.to_dict(), "gpu": board.name, "nodes": nodes, "network": network,
                                  "grad_accum": grad_accum, "speedups": fast}
             emit_json({**dataclasses.asdict(est), **extra})
             return
         _notes(req, foreign, est, _origins(req, trainer, versions))
         if timed is not None:
-            _render_time(timed, board.name, nodes, fast)
+            _render_time(timed, board.name, nodes, fast, network)
         from cheaptune.catalog.gpus import list_gpus
         from cheaptune.runs.calibration import load
 

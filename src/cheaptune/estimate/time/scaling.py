@@ -4,8 +4,9 @@ Why bytes and not an efficiency table: what DDP sends is the trainable gradients
 are a few MB, a full fine-tune's are the whole model), FSDP/ZeRO-3 gather the stored weights every
 micro-step (0.56 B per weight for a 4-bit base, 2 B for bf16) and scatter the gradients, and CPU
 offload moves the shard over PCIe to the host. Time = bytes / the link's bandwidth (NVLink, PCIe without
-peer-to-peer on GeForce and on the boards data/interconnect.yaml names, the network between nodes), then hidden behind compute as far as the strategy
-overlaps (`exposed_seconds`). Ring collectives over all n ranks: all-reduce moves 2(n-1)/n of the data,
+peer-to-peer on GeForce and on the boards data/interconnect.yaml names, the NCCL bus bandwidth measured on the
+instances of the boards it lists, the network between nodes: named, a rate, or an instance type's stated rate),
+then hidden behind compute as far as the strategy overlaps (`exposed_seconds`). Ring collectives over all n ranks: all-reduce moves 2(n-1)/n of the data,
 all-gather and reduce-scatter (n-1)/n, at the bus bandwidth of the ring's slowest hop (NVIDIA/nccl-tests@03a204a
 doc/PERFORMANCE.md: t = S(n-1)/(nB), B "the hardware bottleneck: NVLink, PCI, QPI, or network"). Across nodes
 that hop is the node's NIC: every ring crossing the node boundary shares it, so it carries (n-1)/n of the data
@@ -20,6 +21,7 @@ while DeepSpeed ZeRO-3 reduces every micro-step. Constants: data/steptime.yaml.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -31,7 +33,8 @@ from cheaptune.errors import BadInput
 
 INTERCONNECT = Path(__file__).resolve().parent.parent / "data" / "interconnect.yaml"
 
-NETWORKS = ("ethernet", "infiniband")
+NETWORKS = ("ethernet", "infiniband")  # named networks (steptime.yaml links.inter_node_gbs)
+RATE = re.compile(r"(\d+(?:\.\d+)?)gbit")  # a stated node rate: "100gbit"
 SHARDINGS = ("ddp", "zero2", "zero3", "fsdp")
 GATHERING = ("zero3", "fsdp")  # shardings that all-gather weights every micro-step
 SHARDED_OPTIMIZER = ("zero2", "zero3", "fsdp")
@@ -52,8 +55,7 @@ class Layout:
             raise BadInput(f"GPUs per node and nodes must be >= 1 (got {self.gpus_per_node}, {self.nodes})")
         if self.sharding is not None and self.sharding not in SHARDINGS:
             raise BadInput(f"sharding {self.sharding!r} is not one of {', '.join(SHARDINGS)}")
-        if self.network not in NETWORKS:
-            raise BadInput(f"network {self.network!r} is not one of {', '.join(NETWORKS)}")
+        network_gbit(self.network)  # one line for a network that is not a name, a rate or a known instance
         if self.offload and self.sharding in (None, "ddp"):
             raise BadInput("offload needs --sharding fsdp, zero2 or zero3 (DDP keeps everything on the GPU)")
 
@@ -79,6 +81,8 @@ def _interconnect() -> dict:
     try:
         doc = yaml.safe_load(INTERCONNECT.read_text())
         _ = doc["no_peer_to_peer"]["boards"], float(doc["serial_link_overlap"]["value"])
+        _ = {k: float(v["value"]) for k, v in doc["measured_busbw_gbs"].items()}
+        _ = float(doc["network_rate"]["efficiency"]["value"]), dict(doc["instance_network_gbit"]["values"])
         return doc
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as err:
         raise BadInput(f"{INTERCONNECT}: not a valid link table ({err}); restore it from the package") from None
@@ -96,18 +100,50 @@ def peer_to_peer(gpu: Any) -> bool:
     return not (getattr(gpu, "tier", "") == "consumer" or getattr(gpu, "name", "") in no_peer_to_peer())
 
 
+def network_gbit(network: str) -> float | None:
+    """The stated rate of `network` in Gbit/s per node: None for a named network (ethernet, infiniband), the N of
+    'Ngbit', or the rate data/interconnect.yaml gives an instance type (g5.12xlarge: 40). Anything else is bad
+    input, said in one line."""
+    if network in NETWORKS:
+        return None
+    doc, m = _interconnect(), RATE.fullmatch(network)
+    instances = doc["instance_network_gbit"]["values"]
+    if m is None and network not in instances:
+        raise BadInput(f"network {network!r} is not {', '.join(NETWORKS)}, a rate per node like 100gbit, or an "
+                       f"instance type with a stated rate ({', '.join(instances)})")
+    rate = float(m.group(1)) if m else float(instances[network])
+    lo, hi = doc["network_rate"]["lowest_gbit"], doc["network_rate"]["highest_gbit"]
+    if not lo <= rate <= hi:
+        raise BadInput(f"network {network!r}: a rate from {lo} to {hi} Gbit/s per node, like 100gbit")
+    return rate
+
+
+def inter_node_gbs(network: str, table: dict) -> float:
+    """GB/s a node's NIC gives a ring crossing it: a named network's figure (steptime.yaml), else the stated rate
+    at interconnect.yaml's network_rate efficiency."""
+    rate = network_gbit(network)
+    if rate is None:
+        return float(table["links"]["inter_node_gbs"][network]["value"])
+    return rate / 8 * float(_interconnect()["network_rate"]["efficiency"]["value"])
+
+
 def serial_link(layout: Layout, gpu: Any) -> bool:
     """Whether FSDP/ZeRO-3's transfers run on a link that compute does not hide them behind: ethernet between
-    nodes (NCCL's IP-socket transport, "NCCL uses network (IB or IP sockets)", NCCL 2.3.7 docs env.txt) or GPUs
+    nodes, named or stated as a rate or instance type (NCCL's IP-socket transport, "NCCL uses network (IB or IP
+    sockets)", NCCL 2.3.7 docs env.txt) or GPUs
     of one node on the boards data/interconnect.yaml lists without usable peer-to-peer (the A10G: P2P writes
     measured at 49,207 us). GeForce boards' host-memory path (SHM) keeps the prefetch overlap: their held-out
     FSDP rows read right with it (interconnect.yaml serial_link_overlap)."""
-    return (layout.nodes > 1 and layout.network == "ethernet") or (
+    return (layout.nodes > 1 and layout.network != "infiniband") or (
         layout.gpus_per_node > 1 and getattr(gpu, "name", "") in no_peer_to_peer())
 
 
 def intra_node_gbs(gpu: Any, table: dict) -> float:
-    """Effective collective bandwidth per GPU inside one node, GB/s."""
+    """Effective collective bandwidth per GPU inside one node, GB/s: NCCL's busbw measured on the board's
+    instances where data/interconnect.yaml has it, else the link's rate by the PCIe or NVLink figures."""
+    measured = _interconnect()["measured_busbw_gbs"].get(getattr(gpu, "name", ""))
+    if measured is not None:
+        return float(measured["value"])
     links, arch = table["links"], getattr(gpu, "arch", "")
     if getattr(gpu, "interconnect", "pcie") in ("nvlink", "sxm"):
         return float(links["nvlink"].get(arch, links["nvlink"]["default"]))
@@ -122,10 +158,11 @@ def _ring(nbytes: float, n: int, gbs: float, factor: float) -> float:
 
 def _collective(nbytes: float, layout: Layout, gpu: Any, table: dict, factor: float) -> float:
     """One ring over every rank at its slowest hop: the GPUs' link in one node, the node's NIC across nodes
-    (NCCL's all-gather and reduce-scatter are rings; the hops run concurrently, so the slowest one sets the time)."""
-    gbs = intra_node_gbs(gpu, table)
+    (NCCL's all-gather and reduce-scatter are rings; the hops run concurrently, so the slowest one sets the time);
+    with one GPU per node every hop is the NIC."""
+    gbs = intra_node_gbs(gpu, table) if layout.gpus_per_node > 1 else float("inf")
     if layout.nodes > 1:
-        gbs = min(gbs, float(table["links"]["inter_node_gbs"][layout.network]["value"]))
+        gbs = min(gbs, inter_node_gbs(layout.network, table))
     return _ring(nbytes, layout.gpus, gbs, factor)
 
 
