@@ -12,7 +12,10 @@ each micro-batch (the expected longest of `micro_batch` draws from the dataset's
 max_length). Dataset lengths are bench/data/dataset_lengths.csv (sourced, dated).
 Predicted wall time = the terms the row's `wall_includes` names: train (the optimizer steps), eval (in-loop
 validation: forward passes over `eval_examples` sequences every `eval_every` optimizer steps), load (the
-weights from disk) and tokenize (estimate/data/startup.yaml), so each row compares like with like.
+weights from disk), tokenize (estimate/data/startup.yaml) and save (the checkpoints written every `save_every`
+optimizer steps inside the timed loop: each the checkpoint the plan prices, estimate.cost.artifact_sizes of the row's
+`precision`, weights plus AdamW state, over startup.yaml's disk_write_bytes_per_s, one writer), so each row compares
+like with like.
 Speed options a job ran (Liger) add no factor: none was measured for these jobs (estimate/data/speedups.yaml).
 The p10-p90 of each job is estimate.intervals' band for its board class, method and GPU count, applied to the
 training term, and the share of jobs whose wall time falls inside is printed.
@@ -41,14 +44,14 @@ from run_record import stamp
 
 from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.errors import BadInput
-from cheaptune.estimate.cost.cost import constants
+from cheaptune.estimate.cost.cost import artifact_sizes, constants
 from cheaptune.estimate.time import intervals
 from cheaptune.estimate.time import throughput as tp
 from cheaptune.estimate.time.scaling import GATHERING, INTERCONNECT, Layout, serial_link
 
 JOBS = Path(__file__).with_name("data") / "jobs_public.csv"
 LENGTHS = Path(__file__).with_name("data") / "dataset_lengths.csv"
-WALL_TERMS = ("train", "eval", "load", "tokenize")
+WALL_TERMS = ("train", "eval", "load", "tokenize", "save")
 # xformers' memory-efficient attention is the kernel behind SDPA's memory-efficient backend (PyTorch docs,
 # torch.nn.functional.scaled_dot_product_attention), so a row that ran it is modelled as sdpa
 ATTN_AS = {"xformers": "sdpa"}
@@ -186,6 +189,8 @@ def wall_terms(row: dict) -> set[str]:
     terms = {t.strip() for t in (row.get("wall_includes") or "").split(",") if t.strip()}
     if not terms <= set(WALL_TERMS) or "train" not in terms:
         raise ValueError(f"wall_includes {row.get('wall_includes')!r}: name train and any of {', '.join(WALL_TERMS[1:])}")
+    if "save" in terms and not (row.get("save_every") or "").strip():
+        raise ValueError("wall_includes names save but save_every (optimizer steps between checkpoints) is empty")
     return terms
 
 
@@ -204,9 +209,21 @@ def predict(row: dict, table: dict, consts: dict, network: str) -> dict:
         extra["load"] = shape.params * BF16_BYTES / consts["disk_read_bytes_per_s"]
     if "tokenize" in terms:
         extra["tokenize"] = work.tokens / consts["dataset_tokenize_tokens_per_s"]
+    if "save" in terms:
+        extra["save"] = save_seconds(row, work, job, layout, consts)
     return {"train_s": train_s, "other_s": extra, "wall_s": train_s + sum(extra.values()),
             "board_class": intervals.board_class(gpu), "gpus": layout.gpus, "tokens": work.tokens,
             "tokens_basis": work.basis, "serial_link": serial_link(layout, gpu)}
+
+
+def save_seconds(row: dict, work: Workload, job: tp.Job, layout: Layout, consts: dict) -> float:
+    """The checkpoints saved inside the timed loop (one every `save_every` optimizer steps), each the plan's
+    checkpoint (weights + AdamW state in the row's `precision`, the method's default when blank) written by one
+    process at the start-up file's disk rate, as FULL_STATE_DICT gathers to rank 0 and as one GPU writes."""
+    steps = int(work.sequences // (job.micro_batch * job.grad_accum * layout.gpus))
+    trained = job.shape.params if job.method == "full" else job.trainable_params
+    ckpt = artifact_sizes(job.method, job.shape.params, trained, (row.get("precision") or "").strip() or None)
+    return steps // int(row["save_every"]) * ckpt.checkpoint_bytes / consts["disk_write_bytes_per_s"]
 
 
 def network_of(row: dict, through: list[dict]) -> str:

@@ -197,3 +197,35 @@ def test_write_data_replaces_only_the_overlap_block_and_names_its_rows(bench, tm
     path.write_text("no_peer_to_peer: {}\n")
     with pytest.raises(ja.BadInput, match="no serial_link_overlap block"):
         ja.write_overlap({"value": 0.25, "rows": [], "score": 0.3}, jobs, path)
+
+
+def test_checkpoint_saves_inside_the_timed_loop_are_the_plans_checkpoint_at_the_disk_rate(bench):
+    from cheaptune.estimate.cost.cost import artifact_sizes, constants
+
+    ja = bench("job_accuracy")
+    with pytest.raises(ValueError, match="save_every"):
+        ja.wall_terms({"wall_includes": "train,save", "save_every": ""})
+    assert ja.wall_terms({"wall_includes": "train,save", "save_every": "50"}) == {"train", "save"}
+    shape = tp.ModelShape(params=1_000_000_000, hidden=2048, layers=16, vocab=32000, tied_embeddings=False)
+    job = tp.Job(shape, "full", 512, 2, grad_accum=4)
+    layout = ja.Layout(2, 1, "fsdp")
+    work = ja.Workload(tokens=0.0, seq_len=512, sequences=2 * 4 * 2 * 125, basis="x")  # 125 optimizer steps
+    consts = constants()
+    mixed = ja.save_seconds({"save_every": "50", "precision": "bf16"}, work, job, layout, consts)
+    # two saves (steps 50 and 100; 125 is not a multiple), each fp32 weights + two fp32 AdamW moments
+    assert mixed == pytest.approx(2 * 12e9 / consts["disk_write_bytes_per_s"])
+    assert mixed == pytest.approx(2 * artifact_sizes("full", 10**9, 10**9, "bf16").checkpoint_bytes
+                                  / consts["disk_write_bytes_per_s"])
+    true16 = ja.save_seconds({"save_every": "50", "precision": "bf16-true"}, work, job, layout, consts)
+    assert true16 == pytest.approx(mixed / 2)  # bf16 weights and moments
+    assert ja.save_seconds({"save_every": "200", "precision": ""}, work, job, layout, consts) == 0.0
+    adapter = tp.Job(shape, "lora", 512, 2, trainable_params=10_000_000, grad_accum=4)
+    assert ja.save_seconds({"save_every": "50"}, work, adapter, layout, consts) < mixed / 50  # adapter only
+
+
+def test_the_rows_that_time_saves_state_their_interval_and_the_source_says_so(bench):
+    ja = bench("job_accuracy")
+    saving = [r for r in csv.DictReader(ja.JOBS.open()) if "save" in (r["wall_includes"] or "")]
+    assert {r["id"] for r in saving} >= {"JT1", "JT2", "JL36"}
+    for r in saving:
+        assert int(r["save_every"]) > 0 and "save" in r["conditions"], r["id"]
