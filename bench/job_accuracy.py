@@ -74,16 +74,25 @@ def ffn_config(cfg: dict) -> dict:
     return {**cfg, "intermediate_size": int(inter), "num_key_value_heads": int(kv)}
 
 
+STATED_TRAINABLE = re.compile(r"([\d.,]+)\s*(M?)\s+trainable parameters")
+MODULE_NAME = re.compile(r"^[A-Za-z_][\w.]*$")
+
+
 def trainable(cfg: dict, row: dict) -> int:
-    """Adapter parameters of the row's targets (unknown target names count nothing), plus whole extra modules."""
+    """Adapter parameters of the row's targets (unknown target names count nothing), plus whole extra modules
+    (`trainable_extra` names them, e.g. embed_tokens,lm_head); a `trainable_extra` that states its count ('200 virtual
+    tokens (614,400 trainable parameters)', prompt and prefix tuning) is that count, not module names."""
     if row["method"] == "full":
         return 0
+    stated = STATED_TRAINABLE.search(row.get("trainable_extra") or "")
+    if stated:
+        return int(float(stated[1].replace(",", "")) * (1e6 if stated[2] else 1))
     cfg = ffn_config(cfg)
     r = int(row["lora_r"] or 0)
     known = [t for t in (row["lora_targets"] or "").split(",") if t.strip() and (
         t.strip() in ("mlp", "all-linear") or t.strip().removesuffix("_proj") + "_proj" in ta.LINEAR)]
     n = ta.lora_params(cfg, r, ",".join(known)) if known or not row["lora_targets"] else 0
-    extra = [m for m in (row.get("trainable_extra") or "").split(",") if m.strip()]
+    extra = [m for m in (row.get("trainable_extra") or "").split(",") if MODULE_NAME.match(m.strip())]
     return n + len(extra) * int(cfg.get("vocab_size", 0)) * int(cfg["hidden_size"])
 
 
@@ -125,7 +134,22 @@ class Workload:
     basis: str
 
 
+VIRTUAL = re.compile(r"(\d+) virtual tokens")
+
+
 def workload(row: dict, lengths: dict[str, dict] | None = None) -> Workload:
+    """The row's tokens as the GPUs run them: prompt tuning prepends its virtual tokens to every sequence (peft
+    0.21.2 peft_model.py L1964, PeftModelForCausalLM.forward: torch.cat((prompts, inputs_embeds), dim=1)), which
+    a row's counted tokens leave out."""
+    w = _stated_workload(row, lengths)
+    virtual = VIRTUAL.search(row.get("trainable_extra") or "") if row.get("method") == "prompt_tuning" else None
+    if not virtual:
+        return w
+    n = int(virtual[1])
+    return Workload(w.tokens + w.sequences * n, w.seq_len + n, w.sequences, f"{w.basis}, + {n} virtual tokens a sequence")
+
+
+def _stated_workload(row: dict, lengths: dict[str, dict] | None = None) -> Workload:
     """The row's tokens, from what it states (see the module docstring); ValueError says what is missing."""
     lengths = load_lengths() if lengths is None else lengths
     gpus = int(row["gpus_per_node"]) * int(row["nodes"])

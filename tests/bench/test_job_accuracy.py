@@ -229,3 +229,25 @@ def test_the_rows_that_time_saves_state_their_interval_and_the_source_says_so(be
     assert {r["id"] for r in saving} >= {"JT1", "JT2", "JL36"}
     for r in saving:
         assert int(r["save_every"]) > 0 and "save" in r["conditions"], r["id"]
+
+
+def test_a_stated_trainable_count_is_read_as_a_count_not_as_module_names(bench):
+    ja = bench("job_accuracy")
+    cfg = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "vocab_size": 1000}
+    row = {"method": "prompt_tuning", "lora_r": "", "lora_targets": "", "trainable_extra": ""}
+    assert ja.trainable(cfg, {**row, "trainable_extra": "200 virtual tokens (614,400 trainable parameters)"}) == 614_400
+    assert ja.trainable(cfg, {**row, "trainable_extra": "200 virtual tokens (11.5M trainable parameters)"}) == 11_500_000
+    # whole modules still count vocab x hidden each
+    assert ja.trainable(cfg, {**row, "method": "lora", "lora_r": "0", "trainable_extra": "embed_tokens,lm_head"}) \
+        == 2 * 1000 * 64
+
+
+def test_prompt_tuning_runs_its_virtual_tokens_in_every_sequence(bench):
+    ja = bench("job_accuracy")
+    row = {**ROW, "method": "prompt_tuning", "trainable_extra": "20 virtual tokens (40,960 trainable parameters)"}
+    plain, prompted = ja.workload({**row, "method": "lora"}, {}), ja.workload(row, {})
+    assert prompted.seq_len == plain.seq_len + 20 and prompted.sequences == plain.sequences
+    assert prompted.tokens == plain.tokens + 20 * plain.sequences
+    prefix = ja.workload({**row, "method": "prefix_tuning"}, {})  # a prefix is keys and values, not sequence positions
+    assert prefix == plain
