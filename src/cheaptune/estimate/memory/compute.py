@@ -6,6 +6,7 @@ import logging
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate.memory import cache, overheads
+from cheaptune.estimate.memory.mechanisms import resident_bytes
 from cheaptune.estimate.memory.result import MemoryEstimate
 
 log = logging.getLogger(__name__)
@@ -67,9 +68,12 @@ def compute(req, cfg: dict, inputs: dict, version: str):
         max_lin = int(cfg.get("hidden_size", 0)) * int(cfg.get("intermediate_size", 0))
         details = {"why_analytic": why, **({cache.SIMULATION_FAILED: True} if why != CUSTOM_CODE else {})}
     ws = overheads.workspaces(req, cfg, max_lin)
-    peaks = {ph: phase_peaks[ph] + ws[ph] for ph in phase_peaks}
+    resident = resident_bytes(req, cfg)  # trainer buffers held all run (Unsloth's per-layer RoPE caches)
+    peaks = {ph: phase_peaks[ph] + ws[ph] + resident for ph in phase_peaks}
     peak_phase = max(peaks, key=peaks.get)
     breakdown["kernel_workspaces"] = ws[peak_phase]
+    if resident:
+        breakdown["rope_cache"] = resident
     allocated = max(peaks.values())
     reserved, device_total = overheads.reserved_and_total(allocated)
     breakdown["allocator_slack"] = reserved - allocated

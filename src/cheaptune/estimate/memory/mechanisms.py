@@ -49,6 +49,20 @@ def profile_policy(req) -> Policy:
     return policy
 
 
-# transformers' Python GELUs: each elementwise op keeps its own operand for backward (three extra tensors of
-# the MLP width per token for NewGELUActivation), where torch's fused gelu keeps only its input
-_PYTHON_GELUS = ("NewGELUActivation", "FastGELUActivation", "GELUTanh")
+UNSLOTH_ROPE_START = 4 * 8192  # tokens its dynamic RoPE caches start at (data/versions.yaml unsloth_rope_full_length)
+
+
+def resident_bytes(req, cfg: dict) -> int:
+    """Bytes the trainer keeps on the GPU for the whole run beyond the model's weights: Unsloth's per-layer RoPE
+    cos/sin caches before 2025.1.1 (data/versions.yaml unsloth_rope_per_layer), max_position_embeddings long (at
+    least the sequence) before 2024.7 and at most UNSLOTH_ROPE_START after, fp32 in its Gemma class and 2 bytes
+    (the compute dtype) in the others. 0 for every other run."""
+    if not mechanism(req, "unsloth_rope_per_layer"):
+        return 0
+    heads = int(cfg.get("num_attention_heads") or 1)
+    head_dim = int(cfg.get("head_dim") or int(cfg.get("hidden_size") or 0) // heads)
+    length = max(int(cfg.get("max_position_embeddings") or 0), req.seq_len)
+    if not mechanism(req, "unsloth_rope_full_length"):  # grown in steps of 8192 past the start for a longer batch
+        length = min(length, max(UNSLOTH_ROPE_START, -(-req.seq_len // 8192) * 8192))
+    width = 4 if str(cfg.get("model_type", "")).startswith("gemma") else 2
+    return int(cfg.get("num_hidden_layers") or 0) * 2 * length * head_dim * width

@@ -15,6 +15,7 @@ from typing import Any
 
 from cheaptune.errors import BadInput
 from cheaptune.estimate.memory import cache
+from cheaptune.estimate.memory.mechanisms import resident_bytes
 from cheaptune.estimate.memory.profiles import get_profile
 from cheaptune.estimate.memory.result import FitResult, MemoryEstimate, fit_with, with_range
 from cheaptune.estimate.memory.sharding import FsdpRun, check_sharding, shard_estimate
@@ -193,7 +194,9 @@ def _point_estimate(req: EstimateRequest, cfg: dict, label: str) -> MemoryEstima
         return shard_estimate(single, req.gpus, req.sharding, req.offload, model_config=cfg,
                               fsdp_run=FsdpRun.of(req))
     inputs = _inputs(req, label)
-    k = cache.key({**inputs, "estimator": ESTIMATOR_VERSION}, cfg)  # a new simulation drops old entries
+    resident = resident_bytes(req, cfg)  # keyed only where held, so every other key stays as it was
+    k = cache.key({**inputs, "estimator": ESTIMATOR_VERSION, **({"resident_bytes": resident} if resident else {})},
+                  cfg)  # a new simulation drops old entries
     hit = cache.load(k)
     if hit is not None:
         return MemoryEstimate(**hit)
