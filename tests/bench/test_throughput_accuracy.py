@@ -124,3 +124,19 @@ def test_the_fixed_costs_and_elementwise_bytes_are_one_value_shared_by_every_sta
                                                             ((v,) for v in corner), strict=True))})
         assert best <= ta.score_tables(rs, base, other) + 1e-12  # no corner of the box scores better
 
+
+
+def test_the_full_ratio_is_one_shared_value_recovered_from_rows_made_with_it(bench):
+    """Rows timed by the model with full fine-tunes at 1.3x an adapter step's matmul share: the fit finds 1.3 (the
+    ratio is told apart from e_max by rows of both methods on one stack) and every stack carries that one value."""
+    ta = bench("throughput_accuracy")
+    base = ta.tp.load_table()
+    truth = {"e_max": 0.6, "tokens_half": 300, "hidden_half": 600, "full": 0.001, "adapter": 0.001, "full_ratio": 1.3}
+    made = ta.with_constants(base, "fit", truth)
+    rs = [{**r, "tokens_per_s": str(ta.predict(r, made, "fit")), "per_gpu": "no", "compiled": "no"}
+          for r in csv.DictReader(ta.ROWS.open()) if r["id"] in ("TT2", "TT6")]
+    assert {r["method"] for r in rs} == {"lora", "full"}  # both methods on one stack: the ratio is identifiable
+    tables = ta.fitted_tables(rs, base, {**TINY, "full_ratio": (0.5, 2.0)})
+    assert len({t["full_ratio"] for t in tables.values()}) == 1
+    assert tables["pooled"]["full_ratio"] == pytest.approx(1.3, abs=0.02)
+    assert tables["pooled"]["e_max"] == pytest.approx(0.6, abs=0.01)

@@ -237,3 +237,30 @@ def test_no_stack_runs_its_matmuls_above_the_measured_gemm_rate():
     own = {name: s for name, s in table["stacks"].items() if "same_as" not in s}
     assert own and all(0 < s["efficiency"]["e_max"]["value"] <= 1.0 for s in own.values())
     assert tp.matmul_efficiency(10**6, 10**6, table, "unsloth") <= 1.0
+    assert tp.matmul_efficiency(10**6, 10**6, table, "unsloth", full=True) <= 1.0  # e_max x full_ratio, capped
+
+
+def with_full_ratio(table: dict, ratio: float) -> dict:
+    hf = table["stacks"]["hf"]
+    eff = {**hf["efficiency"], "full_ratio": {"value": ratio, "label": "fitted"}}
+    return {**table, "stacks": {**table["stacks"], "hf": {**hf, "efficiency": eff}}}
+
+
+def test_a_full_fine_tunes_matmuls_run_at_full_ratio_times_an_adapter_steps_share():
+    """steptime.yaml full_ratio: full fine-tunes reach e_max x full_ratio of the matmul rate, adapters e_max; never
+    above the measured GEMM rate, and nothing but the compute of full fine-tunes moves."""
+    base = with_full_ratio(tp.load_table(), 1.0)
+    fast = with_full_ratio(base, 1.25)
+    adapter = tp.matmul_efficiency(8192, 4096, base, "hf")
+    assert tp.matmul_efficiency(8192, 4096, base, "hf", full=True) == pytest.approx(adapter)
+    assert tp.matmul_efficiency(8192, 4096, fast, "hf", full=True) == pytest.approx(1.25 * adapter)
+    assert tp.matmul_efficiency(8192, 4096, fast, "hf") == pytest.approx(adapter)
+    capped = with_full_ratio(base, 50.0)
+    e = tp.stack_constants(base, "hf")["efficiency"]
+    width = 4096 / (4096 + e["hidden_half"]["value"])
+    assert tp.matmul_efficiency(8192, 4096, capped, "hf", full=True) == pytest.approx(width)  # 1.0 x the width term
+    slow_full, fast_full = (tp.step_time(job(LLAMA_3B, "full", 4096, 2, stack="hf"), A100, table=t) for t in (base, fast))
+    assert fast_full.parts["compute"] == pytest.approx(slow_full.parts["compute"] / 1.25)
+    assert fast_full.parts["fixed"] == slow_full.parts["fixed"]
+    slow_lora, fast_lora = (tp.step_time(job(LLAMA_3B, "lora", 4096, 2, stack="hf"), A100, table=t) for t in (base, fast))
+    assert fast_lora.step_seconds == slow_lora.step_seconds

@@ -222,9 +222,14 @@ def attention_efficiency(attn: str, gpu: Any, table: dict) -> float:
     return eff
 
 
-def matmul_efficiency(tokens: int, hidden: int, table: dict, stack: str = "cheaptune") -> float:
+def matmul_efficiency(tokens: int, hidden: int, table: dict, stack: str = "cheaptune", full: bool = False) -> float:
+    """The stack's share of the sustained matmul rate a step reaches. `full`: a full fine-tune's step, whose share
+    is the adapter step's times `full_ratio` (fitted, shared by every stack), at most the measured GEMM rate (1).
+    Why: on the same stack, model, board and tokens, public LoRA steps save far less time than the FLOPs they drop
+    (steptime.yaml `full_ratio`), so one share for both methods reads full fine-tunes slow or adapters fast."""
     e = stack_constants(table, stack)["efficiency"]
-    return _v(e["e_max"]) * tokens / (tokens + _v(e["tokens_half"])) * hidden / (hidden + _v(e["hidden_half"]))
+    e_max = min(1.0, _v(e["e_max"]) * (_v(e.get("full_ratio", 1.0)) if full else 1.0))
+    return e_max * tokens / (tokens + _v(e["tokens_half"])) * hidden / (hidden + _v(e["hidden_half"]))
 
 
 @dataclass(frozen=True)
@@ -285,7 +290,8 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     layout = layout or scaling.Layout()
     shape, tokens = job.shape, job.rows * job.seq_len
     f = flops_per_token(shape, job.method, job.seq_len, job.grad_ckpt, job.trainable_params, job.reference)
-    rate = sustained_rate(gpu, job.precision, table) * matmul_efficiency(tokens, shape.hidden, table, job.stack)
+    rate = sustained_rate(gpu, job.precision, table) * matmul_efficiency(tokens, shape.hidden, table, job.stack,
+                                                                     job.method == "full")
     attn_eff = attention_efficiency(job.attn, gpu, table)
     micro_compute = tokens * ((f.total - f.attention) / rate + f.attention / (rate * attn_eff))
     kind = "full" if job.method == "full" else "adapter"
