@@ -37,9 +37,9 @@ def test_unsloth_profile_holds_one_logits_copy_less_than_a_log_softmax_loss(tiny
 
 
 def test_adamw_fused_drops_the_foreach_temporary_a_profile_would_add(tiny_cfg):
-    """litgpt builds torch.optim.AdamW without fused=True (foreach on CUDA: one temporary per trainable weight at the
-    step); --optimizer adamw-fused is the run that asks for the fused kernel itself."""
-    kw = dict(model=tiny_cfg.to_dict(), method="full", micro_batch=1, seq_len=32, trainer="litgpt")
+    """The HF Trainer on torch < 2.8 builds torch's AdamW without fused=True (foreach on CUDA: one temporary per
+    trainable weight at the step); --optimizer adamw-fused is the run that asks for the fused kernel itself."""
+    kw = dict(model=tiny_cfg.to_dict(), method="full", micro_batch=1, seq_len=32, trainer="hf", versions="torch==2.4.1")
     foreach = estimate_memory(EstimateRequest(**kw)).phase_peaks["optimizer"]
     fused = estimate_memory(EstimateRequest(**kw, optimizer="adamw-fused"))
     trainable_bf16 = fused.trainable_params * 2

@@ -175,9 +175,9 @@ def _saved_bytes(cfg, targets: list[str], fused: bool) -> int:
 @pytest.mark.parametrize("arch", ["llama-mha", "llama-gqa", "gpt_neox"])
 def test_litgpt_fused_qkv_holds_what_its_fused_projection_and_lora_keep(arch):
     """Per block and token, litgpt keeps the fused output's q and k parts (SDPA saves v, a view of it; only with as
-    many kv heads as heads, and where the HF class has separate projections; with fewer, the k and v it repeats per
-    query head, where HF's SDPA takes the kv heads) and zero_pad's source (q and v updates), but one LoRA dropout
-    where peft runs one per adapted projection."""
+    many kv heads as heads, and where the HF class has separate projections; with fewer, its repeated k and v are not
+    held: fused_qkv.py says why) and zero_pad's source (q and v updates), but one LoRA dropout where peft runs one
+    per adapted projection."""
     from transformers import GPTNeoXConfig, LlamaConfig
 
     h, tokens, layers = 64, 2 * 16, 2
@@ -191,7 +191,7 @@ def test_litgpt_fused_qkv_holds_what_its_fused_projection_and_lora_keep(arch):
         targets = ["q_proj", "v_proj"]
         # one dropout fewer per block: its output (2 bytes an element) and, where the input needs a gradient (not in
         # the first block), torch's CPU dropout noise (2 bytes; CUDA keeps a 1-byte mask)
-        held, dropouts = (h + kv if kv == h else 2 * (h - kv)) + (h + kv), 2 * h + 4 * h  # GQA: k, v repeated
+        held, dropouts = (h + kv if kv == h else 0) + (h + kv), 2 * h + 4 * h
     extra = _saved_bytes(cfg, targets, fused=True) - _saved_bytes(cfg, targets, fused=False)
     assert extra == tokens * (layers * 2 * held - dropouts)
 

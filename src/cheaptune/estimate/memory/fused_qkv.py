@@ -7,10 +7,10 @@ litgpt/lora.py L405-413, L326 at v0.5.13). What that keeps for backward, where t
 - the fused output: q, k and v are views of it and SDPA saves v, so q's and k's parts stay alive until the
   attention's backward. Only with as many key/value heads as query heads: otherwise litgpt repeats k and v
   into copies and the fused output dies. HF classes with a fused projection already keep theirs.
-- with fewer key/value heads than query heads, those repeated k and v (one per query head), which SDPA saves,
-  where the HF class passes the key/value heads to SDPA with enable_gqa (transformers sdpa_attention.py
-  use_gqa_in_sdpa, no mask): litgpt/model.py L256-262 at v0.4.13 (expand, then reshape: a copy), L536-539 at
-  v0.5.13 (repeat_interleave).
+- not held: with fewer key/value heads than query heads, the repeated k and v (one per query head) SDPA saves,
+  where the HF class passes the key/value heads with enable_gqa (litgpt/model.py L256-262 at v0.4.13, L536-539 at
+  v0.5.13). As a term it moved rows of one source only (the config-hub table), so it is left out (profiles.yaml
+  litgpt not_simulated says so in every estimate).
 - one LoRA dropout for the fused input (one mask, one dropped copy), where peft drops per projection.
 - zero_pad's index_copy keeps its source, the LoRA update of the adapted parts, when q, k or v is not adapted
   (torch derivatives.yaml index_copy: `grad.index_select(dim, index).expand_as(source)` saves `source`).
@@ -80,7 +80,7 @@ def apply_fused_qkv(model, cfg, qv_preset: bool) -> int:
         fused = next((m for n, m in children.items() if n in _FUSED_QKV), None)
         if len(proj) == 3:
             parts = {role for role, mod in proj.items() if hasattr(mod, "lora_A")}
-            held = q_size + kv_size if mha else 2 * (q_size - kv_size)  # HF keeps v; GQA: litgpt's repeats
+            held = q_size + kv_size if mha else 0  # HF keeps v (GQA: litgpt's repeated k, v not held)
             shared = _share_dropout([proj[p] for p in sorted(parts)])
         elif fused is not None:  # the HF class keeps its own fused output as it does
             parts = ({"q", "v"} if qv_preset else set(sizes)) if hasattr(fused, "lora_A") else set()

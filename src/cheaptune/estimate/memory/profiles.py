@@ -54,6 +54,7 @@ class Profile:
     foreach_adamw: bool = False
     fsdp_no_sync: bool = False
     quant_state_fp16: bool = False
+    holds_last_outputs: bool = False
     not_simulated: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     package: str = ""  # the trainer's own package, whose version --trainer NAME==X names (estimate/memory/versions.py)

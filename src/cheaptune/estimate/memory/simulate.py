@@ -270,6 +270,8 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin, replay
     # with accumulation, micro-steps after the first run forward and backward over the gradients the ones before
     # left in .grad (zero_grad only after the optimizer step); the second is like every later one
     micro_steps = min(req.grad_accum, HELD_MICRO_STEPS)
+    carried = _carries_last_outputs(req)
+    last: list = []  # what the loop still holds of the micro-step before (litgpt: its logits list)
     for step in range(steps):
         tracker.reset_peaks()
         if step == steps - 1 and micro_steps > 1 and not replay:  # the micro-steps before the last leave only
@@ -282,9 +284,13 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin, replay
             if step < steps - 1 and not replay:  # an earlier step leaves its optimizer state: made from zero
                 for p in params:  # gradients, the same bytes as `replay`ing its forward and backward in ~55% of the time
                     p.grad = torch.zeros_like(p)
+                if carried:  # the next forward meets this step's last micro-step's outputs, still alive
+                    last = _micro_step(model, req, tracker, autocast, vocab, last)
             else:
                 for _ in range(micro_steps):
-                    _micro_step(model, req, tracker, autocast, vocab)
+                    last = _micro_step(model, req, tracker, autocast, vocab, last)
+                    if not carried:
+                        last = []
             tracker.phase = "optimizer"
             torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM)
             opt.step()
@@ -298,18 +304,32 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin, replay
                      static, max_lin, dict(tracker.bucket_peaks))
 
 
-def _micro_step(model, req, tracker, autocast, vocab: int) -> None:
-    """One forward and backward of the trainer's loss on a fake batch."""
+def _carries_last_outputs(req) -> bool:
+    """Does the trainer's loop keep the last micro-step's outputs alive through the next forward? litgpt binds the
+    logits list to `logits` and rebinds it only when the next forward returns (finetune/lora.py L276 at 5895df10,
+    L355 at v0.5.13; full.py L282 there), so the previous micro-step's logits, and the autograd graph they reference,
+    live until then; lit-gpt before 0.2.0 ran the longest batch first (data/versions.yaml longest_batch_first), so
+    the step at the estimate's length had no micro-step before it."""
+    from cheaptune.estimate.memory.profiles import get_profile
+
+    return get_profile(req.trainer).holds_last_outputs and not mechanism(req, "longest_batch_first")
+
+
+def _micro_step(model, req, tracker, autocast, vocab: int, previous: list) -> list:
+    """One forward and backward of the trainer's loss on a fake batch; returns what the trainer's loop still holds
+    after it. `previous` (what it held of the micro-step before) is emptied where the loop lets go of it."""
     rows = req.micro_batch * (1 if req.objective == "sft" else 2)  # preference: chosen and rejected rows
     ids = torch.randint(0, vocab, (rows, req.seq_len))
     pos = torch.arange(req.seq_len).expand(rows, -1)  # trl's padding-free collator sends these
     tracker.phase, tracker.forward_category = "forward", None
     with autocast:
-        loss, held = _forward_loss(model, ids, pos, req)
+        loss, held = _forward_loss(model, ids, pos, req, previous)
+    previous.clear()
     del ids, pos
     tracker.phase, tracker.forward_category, tracker.bucket = "backward", None, "head"
     loss.backward()
-    del loss, held
+    del loss
+    return list(held)
 
 
 def _keep_4bit_inputs(model) -> None:
@@ -325,14 +345,14 @@ def _keep_4bit_inputs(model) -> None:
             m.register_forward_hook(keep)
 
 
-def _forward_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
+def _forward_loss(model, ids, pos, req, previous: list) -> tuple[torch.Tensor, tuple]:
     """The trainer's forward and loss: (loss, tensors its training loop holds until backward is done)."""
     if req.objective != "sft":
         return preference_forward(model, ids, pos, req), ()
     if req.loss == "hf":  # a plain Trainer: the model's own loss over full fp32 logits
         return model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False).loss, ()
     if req.loss == "chunked":
-        return _chunked_loss(model, ids, pos, req)
+        return _chunked_loss(model, ids, pos, req, previous)
     out = model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False, fused_lm_head=True)
     # trl's compute_loss: summed NLL over labelled tokens, plus its logged metrics (computed, then dropped)
     out.entropy.detach().sum(), out.is_top1.sum()
@@ -367,9 +387,11 @@ def preference_forward(model, ids, pos, req) -> torch.Tensor:
     return -torch.nn.functional.logsigmoid(ratio[:half] - ratio[half:]).mean()
 
 
-def _chunked_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
+def _chunked_loss(model, ids, pos, req, previous: list) -> tuple[torch.Tensor, tuple]:
     """litgpt's and torchtune's loss: the head projects chunk by chunk and cross-entropy runs per chunk
-    (fp32 per chunk for torchtune); litgpt's loop keeps the list of logits chunks until backward ends."""
+    (fp32 per chunk for torchtune). litgpt's model returns the list of every chunk's logits (cast to fp32 by Fabric)
+    before the loss starts, its loop then lets go of the previous list (`previous`) and keeps this one until
+    backward ends: litgpt/lora.py L547-549 and finetune/lora.py L276-278 at 5895df10."""
     from cheaptune.estimate.memory.profiles import get_profile
 
     prof = get_profile(req.trainer)
@@ -383,6 +405,11 @@ def _chunked_loss(model, ids, pos, req) -> tuple[torch.Tensor, tuple]:
         chunks = (head(h) for h in hidden.split(size, dim=1))
     held, total = [], None
     fp32_out = prof.fp32_outputs  # the trainer casts the model's outputs (the logits chunks) to fp32
+    if prof.loss_full_logits:  # the whole list first (in litgpt's order: autograd's backward order follows it)
+        chunks = list(chunks)
+        if fp32_out:
+            chunks, fp32_out = [c.float() for c in chunks], False
+        previous.clear()
     # the trainer casts the logits to the checkpoint's config dtype (not known for a catalog model: bf16, the dtype
     # most current checkpoints ship in); a copy, and its gradient one more, where the run computes in another dtype
     cast = (getattr(model, "checkpoint_dtype", None) or torch.bfloat16) if prof.logits_config_dtype else None
