@@ -67,7 +67,7 @@ def compute(req, cfg: dict, inputs: dict, version: str):
         trainable, total, basis = a["trainable_params"], a["total_params"], "analytic"
         max_lin = int(cfg.get("hidden_size", 0)) * int(cfg.get("intermediate_size", 0))
         details = {"why_analytic": why, **({cache.SIMULATION_FAILED: True} if why != CUSTOM_CODE else {})}
-    ws = overheads.workspaces(req, cfg, max_lin)
+    ws = overheads.workspaces(req, cfg, max_lin, simulated=basis == "simulated")
     resident = resident_bytes(req, cfg)  # trainer buffers held all run (Unsloth's per-layer RoPE caches)
     peaks = {ph: phase_peaks[ph] + ws[ph] + resident for ph in phase_peaks}
     peak_phase = max(peaks, key=peaks.get)

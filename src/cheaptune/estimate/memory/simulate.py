@@ -243,6 +243,7 @@ def _materialize_real(model, req, quantized: bool) -> None:
 def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin, replay=False) -> SimResult:
     params = [p for p in model.parameters() if p.requires_grad]
     tracker = PeakTracker()
+    tracker.inside_op = _dequant_inside(req)
     seen: set[int] = set()
     for p in model.parameters():
         if id(p) not in seen:
@@ -302,6 +303,22 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin, replay
     peaks = {ph: int(tracker.phase_peaks.get(ph, 0)) for ph in PHASES}
     return SimResult(peaks, dict(tracker.peak_breakdown), tracker.peak_phase, trainable, total,
                      static, max_lin, dict(tracker.bucket_peaks))
+
+
+def _dequant_inside(req):
+    """bitsandbytes' gemm_4bit dequantizes its whole weight inside the op (docs/sources.md#qlora-dequantisation-buffer;
+    dequant_copies of it), which its fake implementation does not show: those bytes, while that op runs only."""
+    if req.method != "qlora":
+        return None
+    import math
+
+    import bitsandbytes  # noqa: F401 - registers torch.ops.bitsandbytes
+
+    from cheaptune.estimate.memory import overheads
+
+    gemm = torch.ops.bitsandbytes.gemm_4bit.default
+    per_weight = overheads.constants()["bnb_dequant_bytes_per_weight"] * overheads.dequant_copies(req)
+    return lambda func, args: int(per_weight * math.prod(args[2])) if func is gemm else 0
 
 
 def _carries_last_outputs(req) -> bool:

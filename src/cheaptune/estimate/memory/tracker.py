@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections import defaultdict
+from collections.abc import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -38,6 +39,8 @@ class PeakTracker(TorchDispatchMode):
         self.peak = 0
         self.peak_breakdown: dict[str, int] = {}
         self.peak_phase = ""
+        # bytes an op holds inside itself while it runs (a kernel's buffer its fake implementation shows none of)
+        self.inside_op: Callable[[object, tuple], int] | None = None
 
     def track(self, tensors, category: str) -> None:
         """Count already existing tensors (weights, buffers) under `category`."""
@@ -79,15 +82,18 @@ class PeakTracker(TorchDispatchMode):
             self.cur[entry[1]] -= entry[0]
             self.total -= entry[0]
 
-    def _update_peak(self) -> None:
-        if self.total > self.phase_peaks[self.phase]:
-            self.phase_peaks[self.phase] = self.total
-        if self.phase == "backward" and self.total > self.bucket_peaks[self.bucket]:
-            self.bucket_peaks[self.bucket] = self.total
-        if self.total > self.peak:
-            self.peak = self.total
+    def _update_peak(self, inside: int = 0) -> None:
+        total = self.total + inside
+        if total > self.phase_peaks[self.phase]:
+            self.phase_peaks[self.phase] = total
+        if self.phase == "backward" and total > self.bucket_peaks[self.bucket]:
+            self.bucket_peaks[self.bucket] = total
+        if total > self.peak:
+            self.peak = total
             self.peak_phase = self.phase
             self.peak_breakdown = {k: v for k, v in self.cur.items() if v}
+            if inside:
+                self.peak_breakdown["temporaries"] = self.peak_breakdown.get("temporaries", 0) + inside
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -95,5 +101,6 @@ class PeakTracker(TorchDispatchMode):
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self._add(t, category)
-        self._update_peak()  # inputs are still alive here, so this is the op's true high-water mark
+        # inputs are still alive here, so this is the op's true high-water mark
+        self._update_peak(self.inside_op(func, args) if self.inside_op is not None else 0)
         return out
