@@ -63,3 +63,12 @@ def test_a_stated_rate_is_ip_sockets_a_serial_link_infiniband_is_not():
     assert serial_link(Layout(8, 2, "fsdp", network="g5.48xlarge"), h100)
     assert not serial_link(Layout(8, 2, "fsdp", network="infiniband"), h100)
     assert not serial_link(Layout(8, 1, "fsdp", network="100gbit"), h100)  # one node: no network
+
+
+def test_every_link_fact_carries_its_source_label_and_dates():
+    doc = yaml.safe_load(INTERCONNECT.read_text())
+    facts = [doc["no_peer_to_peer"], doc["network_rate"]["efficiency"], doc["instance_network_gbit"],
+             doc["serial_link_overlap"], *doc["measured_busbw_gbs"].values()]
+    for fact in facts:
+        assert fact["source"].strip() and fact["read"] and fact["source_date"]
+        assert fact.get("label", "measured") in ("measured", "fitted", "assumption", "source")
