@@ -278,7 +278,7 @@ def not_simulated(why: str) -> str:
 
 
 # what a step holds at its peak whatever the activations do: weights, gradients, optimizer state
-STORED = ("weights", "gradients", "optimizer_state")
+STORED = ("weights", "trainable_weights", "gradients", "optimizer_state")
 
 
 def unreadable(measured: float, breakdown: dict[str, int]) -> str:

@@ -87,7 +87,8 @@ def test_a_capped_row_runs_at_its_datasets_longest_sample_when_that_is_shorter(b
 def test_a_row_measured_below_its_stored_state_is_reported_unreadable(bench):
     m = bench("memory_accuracy")
     gib = 2**30
-    held = {"weights": 6 * gib, "gradients": 6 * gib, "optimizer_state": 8 * gib, "activations": 3 * gib}
+    # a full fine-tune's weights are trainable_weights in the breakdown; a frozen base's are weights
+    held = {"trainable_weights": 6 * gib, "gradients": 6 * gib, "optimizer_state": 8 * gib, "activations": 3 * gib}
     why = m.unreadable(15.4 * gib, held)  # LC18's shape: a 3B bf16 full fine-tune read 15.4 GiB
     assert why.startswith("unreadable") and "20.00 GiB" in why
     assert m.unreadable(20.5 * gib, held) == ""  # at or above the stored state: readable, whatever the activations
