@@ -51,3 +51,30 @@ def test_lit_gpt_before_0_2_ran_its_longest_batch_first_so_nothing_was_carried_i
     old = make_request(tiny_cfg, method="qlora", trainer="litgpt==0.1.0")
     assert _carries_last_outputs(new) and not _carries_last_outputs(old)
     assert not _carries_last_outputs(make_request(tiny_cfg, method="qlora", trainer="hf"))
+
+
+def test_a_tensor_stored_on_ctx_outlives_backward_while_the_output_is_held():
+    """The premise, on real tensors: save_for_backward's tensors are freed by backward, a ctx attribute (bitsandbytes <
+    0.43.2 MatMul4Bit's ctx.tensors) lives as long as the graph node, i.e. while the loop still holds the outputs."""
+    import weakref
+
+    import torch
+
+    class OnCtx(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.kept = a * 1  # a new tensor held by the node only
+            kept.append(weakref.ref(ctx.kept))
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    kept: list = []
+    x = torch.ones(8, requires_grad=True)
+    out = OnCtx.apply(x)
+    out.sum().backward()
+    assert kept[0]() is not None  # backward done, output still bound: the node and its ctx attribute live
+    del out
+    assert kept[0]() is None  # the loop lets go of the output: freed
