@@ -152,7 +152,7 @@ def request_from_options(*, config: str | None = None, trainer: str | None = Non
                          method: str | None = None, micro_batch: int | None = None, seq_len: int | None = None,
                          precision: str | None = None, quant: str | None = None, loss: str | None = None,
                          lora_targets: str | None = None, lora_dropout: float | None = None, lora_r: int = 16,
-                         lora_alpha: int = 32, grad_ckpt: bool = False, optimizer: str = "adamw", attn: str = "sdpa",
+                         lora_alpha: int = 32, grad_ckpt: bool | None = None, optimizer: str = "adamw", attn: str = "sdpa",
                          gpus: int = 1, sharding: str | None = None, offload: bool = False,
                          allow_long_context: bool = False, full_sim: bool = False, objective: str = "sft",
                          precompute_ref: bool = False, grad_accum: int = 1):
@@ -173,8 +173,8 @@ def request_from_options(*, config: str | None = None, trainer: str | None = Non
     name, pins, _ = config_pins(raw, config, trainer, versions)
     given = dict(model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision,
                  quant=quant, loss=loss, lora_targets=lora_targets, lora_dropout=lora_dropout, versions=join_pins(pins),
-                 peft_config=_read_peft_config(peft_config), autocast_adapter_dtype=peft_autocast)
-    rest = dict(lora_r=lora_r, lora_alpha=lora_alpha, grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpus,
+                 peft_config=_read_peft_config(peft_config), autocast_adapter_dtype=peft_autocast, grad_ckpt=grad_ckpt)
+    rest = dict(lora_r=lora_r, lora_alpha=lora_alpha, optimizer=optimizer, attn=attn, gpus=gpus,
                 sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
                 objective=objective.lower(), precompute_ref=precompute_ref, grad_accum=grad_accum)
     if config and is_own_config(raw, trainer):
@@ -198,7 +198,8 @@ def register(app: typer.Typer) -> None:
         seq_len: int = typer.Option(None, "--seq-len", callback=bounded(1, 10**7), help="Tokens per sequence (packed)."),
         precision: str = typer.Option(None, "--precision", help="bf16-true, bf16-mixed, fp16-mixed, fp32 (default per method)."),
         quant: str = typer.Option(None, "--quant", help="nf4, or nf4-dq (qlora default: double quantization)."),
-        grad_ckpt: bool = typer.Option(False, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
+        grad_ckpt: bool | None = typer.Option(None, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing (default: "
+                                       "the trainer's, e.g. on for unsloth and llama-factory)."),
         optimizer: str = typer.Option("adamw", "--optimizer", help="adamw (as the trainer builds it), adamw-fused, adamw-8bit, paged-adamw-8bit, sgd, adafactor."),
         attn: str = typer.Option("sdpa", "--attn", help="sdpa, flash, eager."),
         objective: str = typer.Option("sft", "--objective", help="sft, dpo, orpo: trl's training step for it "
@@ -230,8 +231,8 @@ def register(app: typer.Typer) -> None:
         lora_dropout: float = typer.Option(None, "--lora-dropout", help="LoRA dropout (default: the trainer's)."),
         config: str = typer.Option(None, "--config", help="A cheaptune, Axolotl, LLaMA-Factory or litgpt YAML config "
                                    "to estimate (its versions: and trainer: keys too); --versions, --trainer, --model, --method, "
-                                   "--micro-batch, --seq-len, --precision, --quant, --loss, --lora-targets and "
-                                   "--lora-dropout win over its keys."),
+                                   "--micro-batch, --seq-len, --precision, --quant, --loss, --lora-targets, "
+                                   "--lora-dropout and --grad-ckpt win over its keys."),
         gpu: str = typer.Option(None, "--gpu", help="GPU to time the step on: adds the step time and tokens/s."),
         gpu_count: int = typer.Option(1, "--gpu-count", callback=bounded(1, 4096),
                                       help="Data-parallel GPUs (per node with --nodes); the estimate is per GPU."),

@@ -294,5 +294,7 @@ def request_for(config: str | None, trainer: str | None, given: dict[str, Any], 
     missing = [f"--{k.replace('_', '-')}" for k in ("model", "method", "micro_batch", "seq_len") if k not in kwargs]
     if missing:
         raise BadInput(f"{', '.join(missing)} needed: pass them, or --config with a trainer's YAML config")
-    kwargs.setdefault("lora_targets", get_profile(kwargs["trainer"]).lora_targets)
+    profile = get_profile(kwargs["trainer"])  # what the trainer does when neither the options nor the config say
+    kwargs.setdefault("lora_targets", profile.lora_targets)
+    kwargs.setdefault("grad_ckpt", profile.grad_ckpt)
     return EstimateRequest(**kwargs), fc
