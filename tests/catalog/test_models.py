@@ -32,7 +32,7 @@ PUBLISHED = {
     # safetensors total 14,659,507,200 (the card says "14B"); Phi-3.5-mini shares phi3_mini's 3,821,079,552; the
     # Qwen2-7B and Qwen2.5-Coder-14B shapes are those of Qwen2.5-7B and -14B above
     "unsloth/Mistral-7B-v0.2": 7.24e9, "mistralai/Mistral-7B-v0.3": 7.25e9, "Qwen/Qwen2.5-Coder-14B": 14.7e9,
-    "Qwen/Qwen2-7B-Instruct": 7.61e9, "Qwen/Qwen3-14B": 14.77e9, "Qwen/Qwen3-32B": 32.76e9,
+    "Qwen/Qwen2-7B-Instruct": 7.61e9, "Qwen/Qwen2-7B": 7.61e9, "Qwen/Qwen3-14B": 14.77e9, "Qwen/Qwen3-32B": 32.76e9,
     "google/codegemma-7b-it": 8.54e9, "microsoft/Phi-3.5-mini-instruct": 3.82e9, "microsoft/phi-4": 14.66e9,
     "openai/gpt-oss-20b": 20.91e9, "openai/gpt-oss-120b": 116.83e9, "google/gemma-3-270m": 268.1e6,
     # unslothai/notebooks@bdda2ef run banner, total less LoRA: ERNIE 22,002,983,104 - 177,545,216; Mistral Small is
@@ -84,7 +84,7 @@ def test_entry_builds_and_analytic_count_is_exact(spec):
     ("tinyllama", "TinyLlama/TinyLlama_v1.1"), ("phi-2", "microsoft/phi-2"), (" mixtral-8x7b ", "mistralai/Mixtral-8x7B-v0.1"),
     # hub ids the public benchmark rows name, declared as aliases of the entry whose config was read
     ("mistralai/Mistral-7B-v0.2", "unsloth/Mistral-7B-v0.2"), ("Qwen/Qwen3-14B-Base", "Qwen/Qwen3-14B"),
-    ("Qwen/Qwen2.5-Coder-14B-Instruct", "Qwen/Qwen2.5-Coder-14B"), ("Qwen/Qwen2-7B", "Qwen/Qwen2-7B-Instruct"),
+    ("Qwen/Qwen2.5-Coder-14B-Instruct", "Qwen/Qwen2.5-Coder-14B"), ("qwen2-7b", "Qwen/Qwen2-7B"),
     ("google/codegemma-7b", "google/codegemma-7b-it"),
     ("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "TinyLlama/TinyLlama_v1.1"),
     ("google/gemma-3-270m-it", "google/gemma-3-270m"), ("santacoder", "bigcode/gpt_bigcode-santacoder"),
@@ -92,6 +92,12 @@ def test_entry_builds_and_analytic_count_is_exact(spec):
 ])
 def test_lookup_by_alias_and_case(name, expected):
     assert resolve_model(name).id == expected
+
+
+def test_qwen2_7b_base_keeps_its_own_context_length():
+    """The base config says 131072 positions where the Instruct one says 32768 (Unsloth's RoPE cache follows it)."""
+    base, chat = resolve_model("Qwen/Qwen2-7B"), resolve_model("Qwen/Qwen2-7B-Instruct")
+    assert (base.config["max_position_embeddings"], chat.config["max_position_embeddings"]) == (131072, 32768)
 
 
 def test_unknown_name_suggests():
