@@ -47,3 +47,20 @@ def test_an_explicit_flag_wins_over_a_configs_key(run_cli, cfg, tmp_path):
     code, out, err = run_cli("estimate", "--config", str(path), "--no-grad-ckpt", "--json")
     assert code == 0, err
     assert json.loads(out)["inputs"]["grad_ckpt"] is False
+
+
+def test_a_cheaptune_config_sized_as_another_trainer_takes_its_defaults_for_unstated_keys(run_cli, cfg, tmp_path):
+    path = tmp_path / "own.yaml"
+    path.write_text(f"base_model: {cfg}\nmethod: lora\nsequence_len: 64\nmicro_batch_size: 2\n")
+
+    def inputs(*extra: str) -> dict:
+        code, out, err = run_cli("estimate", "--config", str(path), "--json", *extra)
+        assert code == 0, err
+        return json.loads(out)["inputs"]
+
+    assert inputs()["grad_ckpt"] is False  # cheaptune's own run of it
+    unsloth = inputs("--trainer", "unsloth")
+    assert unsloth["grad_ckpt"] is True and unsloth["lora_dropout"] == 0.0 and unsloth["loss"] == "chunked"
+    path.write_text(path.read_text() + "gradient_checkpointing: false\nlora_dropout: 0.1\n")
+    stated = inputs("--trainer", "unsloth")
+    assert stated["grad_ckpt"] is False and stated["lora_dropout"] == 0.1

@@ -108,8 +108,9 @@ def read_run(path: str | Path, trainer: str | None = None, own: bool = False, ve
                        f"size {name}'s run")
     if kind == "cheaptune":
         run = _own_run(path, flags)
-        req = dataclasses.replace(run.request, trainer=name or "cheaptune", versions=join_pins(pins))
-        return dataclasses.replace(run, request=req, pinned=origins)
+        unstated = _profile_defaults(raw, name, run.request.method, flags) if name and name != "cheaptune" else {}
+        req = dataclasses.replace(run.request, trainer=name or "cheaptune", versions=join_pins(pins), **unstated)
+        return dataclasses.replace(run, request=req, pinned=origins, settings={**run.settings, **unstated})
     given = {k: flags.get(k) for k in ("model", "seq_len", "lora_r", "lora_targets")}
     req, fc = request_for(str(path), name, {**given, "versions": join_pins(pins)}, {})
     if req.gpus > 1:
@@ -168,6 +169,26 @@ def _kind(raw: dict, trainer: str | None) -> str:
         if set(raw) & (known_keys() - axolotl_keys() - set(CONFIG_KEYS)):  # versions: is read from any config
             return "cheaptune"
     return found
+
+
+# request field -> the cheaptune config keys that state it (train/config.py); what none of them states is the
+# named trainer's default (data/profiles.yaml), as its run would have it, not cheaptune's
+_STATED_BY = {"grad_ckpt": ("gradient_checkpointing",), "lora_dropout": ("lora_dropout",),
+              "lora_targets": ("lora_targets", "lora_target_modules", "lora_target_linear"), "loss": ()}
+
+
+def _profile_defaults(raw: dict, trainer: str, method: str, flags: dict[str, Any]) -> dict[str, Any]:
+    """The settings a cheaptune config sized as another trainer's run (hf, unsloth, torchtune) leaves unstated,
+    at that trainer's defaults: e.g. Unsloth checkpoints unless the config says gradient_checkpointing: false."""
+    from cheaptune.estimate.memory.profiles import get_profile
+
+    prof = get_profile(trainer)
+    out = {k: getattr(prof, k) for k, keys in _STATED_BY.items() if not any(raw.get(key) is not None for key in keys)}
+    if flags.get("lora_targets") is not None:
+        out.pop("lora_targets", None)
+    if method not in ("lora", "qlora", "dora"):
+        out = {k: v for k, v in out.items() if not k.startswith("lora")}
+    return out
 
 
 def _train_fields(path, flags: dict[str, Any]) -> tuple[Any, dict[str, Any], list[str]]:
