@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from cheaptune.catalog.gpus import list_gpus, resolve_gpu
+from cheaptune.estimate.time.ceilings import capped
 from cheaptune.estimate.time.speedups import PLANNED, describe_unmeasured, for_gpu, method_class, table
 from cheaptune.plan.planner import make_plan
 from cheaptune.plan.save import to_planfile
@@ -64,7 +65,11 @@ def test_plan_applies_only_measured_factors_says_so_and_saves_the_options():
     fast, plain = plan(method="full"), plan(speedups=False, method="full")
     for o in fast.options:
         twin = next(p for p in plain.options if (p.method, p.gpu, p.provider, p.spot) == (o.method, o.gpu, o.provider, o.spot))
-        assert o.tokens_per_s == pytest.approx(twin.tokens_per_s * o.details["speedups"]["factor"], rel=1e-3)
+        factor = o.details["speedups"]["factor"]
+        # the factor applies up to the board's MFU ceiling (estimate.time.ceilings), which then says so
+        want, line = capped(twin.details["time"]["tokens_per_s"] * factor, twin.details["time"]["mfu"] * factor,
+                            resolve_gpu(o.gpu), o.method)
+        assert o.tokens_per_s == pytest.approx(want, rel=1e-3) and (o.details["mfu_ceiling"] or "") == line
         assert o.details["speedups"]["options"] == (["torch_compile"] if o.gpu == "A100-80GB" else [])
     a100 = next(o for o in fast.options if o.gpu == "A100-80GB")
     assert a100.details["speedups"]["line"].startswith("speed-ups on: torch_compile x1.27 (https://")
