@@ -181,12 +181,13 @@ def _profile_defaults(raw: dict, trainer: str, method: str, flags: dict[str, Any
     """The settings a cheaptune config sized as another trainer's run (hf, unsloth, torchtune) leaves unstated,
     at that trainer's defaults: e.g. Unsloth checkpoints unless the config says gradient_checkpointing: false."""
     from cheaptune.estimate.memory.profiles import get_profile
+    from cheaptune.estimate.settings import LORA_METHODS
 
     prof = get_profile(trainer)
     out = {k: getattr(prof, k) for k, keys in _STATED_BY.items() if not any(raw.get(key) is not None for key in keys)}
     if flags.get("lora_targets") is not None:
         out.pop("lora_targets", None)
-    if method not in ("lora", "qlora", "dora"):
+    if method not in LORA_METHODS:
         out = {k: v for k, v in out.items() if not k.startswith("lora")}
     return out
 

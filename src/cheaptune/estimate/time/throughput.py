@@ -172,25 +172,29 @@ def sustained_rate(gpu: Any, precision: str, table: dict) -> float:
     return peak_flops(gpu, precision)[0] * fraction
 
 
+def _borrowed(table: dict, stack: str) -> list[str]:
+    """`stack`, then each stack it borrows from (steptime.yaml stacks' `same_as`), nearest first."""
+    stacks, chain = table["stacks"], [stack]
+    while "same_as" in stacks.get(chain[-1], {}):
+        chain.append(stacks[chain[-1]]["same_as"])
+    return chain
+
+
 def stack_constants(table: dict, stack: str) -> dict[str, Any]:
     """The efficiency and fixed-cost constants of trainer stack `stack` (following `same_as`)."""
-    stacks = table["stacks"]
-    seen = stack
-    while stack in stacks and "same_as" in stacks[stack]:
-        stack = stacks[stack]["same_as"]
-    if stack not in stacks:
-        raise BadInput(f"no step-time constants for trainer stack {seen!r}; use one of {', '.join(stacks)}")
-    return stacks[stack]
+    stacks, last = table["stacks"], _borrowed(table, stack)[-1]
+    if last not in stacks:
+        raise BadInput(f"no step-time constants for trainer stack {stack!r}; use one of {', '.join(stacks)}")
+    return stacks[last]
 
 
 def clips_gradients(stack: str, table: dict | None = None) -> bool:
     """Whether trainer stack `stack` clips the gradient norm each optimizer step by default (steptime.yaml
-    optimizer.clips_gradients: its own entry, else the stack it borrows from, else `default`)."""
+    optimizer.clips_gradients: its own entry, else the nearest stack it borrows from, else `default`)."""
     table = table or load_table()
-    flags, stacks = table["optimizer"]["clips_gradients"], table["stacks"]
-    while stack not in flags and "same_as" in stacks.get(stack, {}):
-        stack = stacks[stack]["same_as"]
-    return bool(flags.get(stack, flags["default"]))
+    flags = table["optimizer"]["clips_gradients"]
+    own = next((s for s in _borrowed(table, stack) if s in flags), "default")
+    return bool(flags[own])
 
 
 def stack_for(trainer: str, table: dict | None = None) -> str:
