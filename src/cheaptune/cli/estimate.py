@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from cheaptune.cli.checks import bounded
+from cheaptune.cli.vocab import network_option
 
 GIB = 2**30
 NEAR_LIMIT = 0.05  # fits, but with less than 5% of the GPU free beyond the headroom
@@ -61,14 +62,6 @@ def _with_speedups(t, gpu, method: str) -> dict:
     return {"options": list(fast.options), "factor": round(fast.factor, 4),
             "tokens_per_s": t.tokens_per_s * fast.factor, "line": describe(fast),
             "unmeasured_line": describe_unmeasured(fast, method, gpu)}
-
-
-def _network(value: str) -> str:
-    """--network: a named network, a rate per node (100gbit) or an instance type with a stated rate; else one line."""
-    from cheaptune.estimate.time.scaling import network_gbit
-
-    network_gbit(value)
-    return value
 
 
 def _render_time(t, gpu: str, nodes: int, fast: dict, network: str = "ethernet") -> None:
@@ -237,9 +230,9 @@ def register(app: typer.Typer) -> None:
         gpu_count: int = typer.Option(1, "--gpu-count", callback=bounded(1, 4096),
                                       help="Data-parallel GPUs (per node with --nodes); the estimate is per GPU."),
         nodes: int = typer.Option(1, "--nodes", callback=bounded(1, 1024), help="Nodes of --gpu-count GPUs each (with --gpu)."),
-        network: str = typer.Option("ethernet", "--network", callback=_network, help="Between --nodes: ethernet "
-                                    "(25 Gbit/s), infiniband (400 Gbit/s class, RDMA), a rate per node over IP "
-                                    "sockets like 100gbit, or an instance type with a stated rate (g5.48xlarge)."),
+        network: str = network_option("ethernet", "Between --nodes: ethernet (25 Gbit/s), infiniband (400 Gbit/s "
+                                      "class, RDMA), a rate per node over IP sockets like 100gbit, or an instance "
+                                      "type with a stated rate (g5.48xlarge)."),
         grad_accum: int = typer.Option(1, "--grad-accum", callback=bounded(1, 10**6), help="Micro-steps per optimizer step: the gradients are held from one to the next (and, with --gpu, the step time)."),
         sharding: str = typer.Option(None, "--sharding",
                                      help="ddp (default with --gpu-count > 1), fsdp, zero2, zero3: how model state is split."),

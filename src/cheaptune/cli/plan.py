@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from cheaptune.cli.checks import bounded
-from cheaptune.cli.vocab import Spot, budget_option, json_option, names_given, spot_option
+from cheaptune.cli.vocab import Spot, budget_option, json_option, names_given, network_option, spot_option
 
 DEFAULT_SEQ_LEN = 2048  # tokens per packed sequence when --seq-len is not given (capped at the model's context)
 
@@ -48,6 +48,10 @@ def plan_command(
     speedups: bool = typer.Option(True, "--speedups/--no-speedups", help="Turn on the speed options (Liger kernels, torch.compile) where they pay: NVIDIA boards of compute capability 8.0+."),
     max_gpus: int = typer.Option(8, "--max-gpus", callback=bounded(1, 4096), help="Most GPUs in all (per node x nodes); several GPUs are tried "
                                  "only when a method fits no single GPU, misses --deadline or --budget on one, or with --optimize time."),
+    network: str | None = network_option(None, "Between nodes, for options on several (--max-gpus 16 or more): "
+                                         "ethernet (assumed when not given: the price files do not say), "
+                                         "infiniband, a rate per node like 100gbit, or an instance type with a "
+                                         "stated rate (g5.48xlarge)."),
     headroom: float = typer.Option(0.10, "--headroom", callback=bounded(0, 0.9), help="Fraction of GPU memory kept free."),
     optimize: str = typer.Option("cost", "--optimize", help="Rank by cost (total $) or time (hours)."),
     objective: str = typer.Option("sft", "--objective", help="sft (default) | dpo | orpo (preference pairs in the data) | grpo (RL: prompts in the data)."),
@@ -96,6 +100,8 @@ def plan_command(
     if objective.lower() == "grpo":  # an RL run: cli/grpo.py (--effective-batch counts completions)
         if lora_targets is not None:
             raise BadInput("--lora-targets is not planned for --objective grpo (it sizes all-linear); drop it")
+        if network is not None:
+            raise BadInput("--network is not planned for --objective grpo (it plans one node); drop it")
         from cheaptune.cli.grpo import RlFlags, plan_grpo_command
 
         return plan_grpo_command(_one_model(model_arg, model_opt), dataset, prompts, steps, epochs, effective_batch,
@@ -104,6 +110,8 @@ def plan_command(
                                  max_gpus, headroom, top, prices, as_json)
     foreign, flag_targets = None, lora_targets  # a config's key may set lora_targets below; the flag is checked
     if config is not None:
+        if network is not None:
+            raise BadInput("--network is not planned with --config (it plans the config's run on one GPU); drop it")
         from cheaptune.plan.config_run import read_run
 
         foreign = read_run(config, trainer, save is not None, versions, model=model_opt or model_arg, seq_len=seq_len,
@@ -152,7 +160,7 @@ def plan_command(
         workload = sources.build_workload(spec, str(dataset) if dataset else None, _whole(tokens, "--tokens"),
                                           _whole(examples, "--examples"), avg_tokens, epochs, seq_len, effective_batch,
                                           objective.lower(), skip_bad_rows)
-    workload = dataclasses.replace(workload, lora_targets=lora_targets)  # sized, timed and saved with them
+    workload = dataclasses.replace(workload, lora_targets=lora_targets, network=network)  # sized, timed, saved
     shape = ModelShape.from_config(spec.config, spec.params)
     gpu_list, offers = sources.load_catalog(prices.lower())
     check_providers(constraints, (o.provider for o in offers))

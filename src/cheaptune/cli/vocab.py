@@ -190,6 +190,20 @@ def gpu_count_option(text: str) -> Any:
     return typer.Option(None, "--gpu-count", callback=bounded(1, MAX_GPUS), help=text)
 
 
+def network_option(default: str | None, text: str) -> Any:
+    """`--network`: between nodes, a named network (ethernet, infiniband), a rate per node (100gbit) or an
+    instance type with a stated rate (estimate.time.scaling.network_gbit); anything else is one line at the flag."""
+    return typer.Option(default, "--network", callback=_network, help=text)
+
+
+def _network(value: str | None) -> str | None:
+    if value is not None:
+        from cheaptune.estimate.time.scaling import network_gbit
+
+        network_gbit(value)
+    return value
+
+
 def checkpoint_dir_option(text: str) -> Any:
     """`--checkpoint-dir PATH`: where checkpoints go (a mounted bucket on a rented machine)."""
     return typer.Option(None, "--checkpoint-dir", help=text)

@@ -61,6 +61,8 @@ class Offer(_Strict):
     gpu: str = Field(min_length=1)
     gpu_count: int = Field(1, ge=1, le=MAX_GPUS)
     num_nodes: int = Field(1, ge=1, le=MAX_GPUS, description="instances in a multi-node job; gpu_count is per instance")
+    network: str | None = Field(None, min_length=1, description="between the nodes of a multi-node job: the network "
+                                "its time was priced over (plan --network; ethernet when not stated); None on one node")
     region: str = Field("any", min_length=1)
     spot: bool = False
     kind: str = Field("on-demand", description="on-demand | spot | community | secure")
@@ -72,6 +74,18 @@ class Offer(_Strict):
     total_cost: float | None = Field(None, ge=0, le=MAX_USD, description="this offer's expected total for the job, USD")
     price_basis: str = Field("quoted", description="quoted | derived (e.g. spot as a share of on-demand) | range-low")
     price_as_of: str = Field("undated", description="the date the price's source gives")
+
+    @field_validator("network")
+    @classmethod
+    def _known_network(cls, value: str | None) -> str | None:
+        from cheaptune.estimate.time.scaling import network_gbit
+
+        if value is not None:
+            try:
+                network_gbit(value)
+            except BadInput as err:  # a hand-edited plan: said with the file's path (problem)
+                raise ValueError(str(err)) from None
+        return value
 
     @field_validator("kind")
     @classmethod

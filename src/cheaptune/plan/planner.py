@@ -33,7 +33,6 @@ from cheaptune.plan.candidates import (
 )
 from cheaptune.plan.doctor import Facts, Finding, run_checks
 from cheaptune.plan.pricing import (
-    INTER_NODE_NETWORK,
     Option,
     describe_terms,
     other_stack_line,
@@ -148,6 +147,14 @@ def make_plan(
     return result
 
 
+def network_line(w: Workload) -> str:
+    """What the multi-node options were timed over: the network --network states, or the assumed one and why."""
+    if w.network is not None:
+        return f"between nodes: {w.network}, as --network states"
+    return (f"between nodes we assume {w.inter_node_network} (the price files do not say which instances have "
+            "InfiniBand; --network infiniband, a rate like 100gbit or an instance type states it)")
+
+
 def _scale_out(c: Constraints, w: Workload, gpus: list[Any], allowed: list[Any], shape: ModelShape, consts: dict,
                multi_fit: MultiFitFn, feasible: list[Option], excluded: list[Exclusion], skipped: Counter) -> list[str]:
     """Add multi-GPU options (one node, then several, then with CPU offload) for the methods one GPU
@@ -156,6 +163,7 @@ def _scale_out(c: Constraints, w: Workload, gpus: list[Any], allowed: list[Any],
     notes = [f"{m} tried on several GPUs: {why}" for m, why in need.items()]
     cache: dict = {}
     todo = list(need)
+    crossed = False  # were options on several nodes priced (over w.network)?
     for multi_node, shardings in scaleout.STAGES:
         if shardings == scaleout.OFFLOAD:
             todo = [m for m in todo if m not in scaleout.fitted(excluded)]
@@ -168,13 +176,15 @@ def _scale_out(c: Constraints, w: Workload, gpus: list[Any], allowed: list[Any],
         excluded += more
         skipped.update(skip)
         if cands and multi_node:
-            notes.append(f"several nodes tried for {', '.join(todo)}; between nodes we assume {INTER_NODE_NETWORK} "
-                         "(the price files do not say which instances have InfiniBand)")
+            crossed = True
+            notes.append(f"several nodes tried for {', '.join(todo)}; {network_line(w)}")
         if cands and shardings == scaleout.OFFLOAD:
             notes.append(f"CPU offload tried for {', '.join(todo)}: check the instance has host RAM for the model state")
         notes = list(dict.fromkeys(notes))
         served = {o.method for o in feasible}
         todo = [m for m in todo if m not in served and not skip[m]]  # pruned methods are not unserved
+    if w.network is not None and not crossed:
+        notes.append(f"--network {w.network} not used: no option here needed several nodes")
     return notes
 
 

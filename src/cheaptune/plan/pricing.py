@@ -25,15 +25,12 @@ from cheaptune.estimate.time.speedups import describe, describe_unmeasured, for_
 from cheaptune.estimate.time.throughput import Job, ModelShape, adapted_per_layer, reference_passes, step_time
 from cheaptune.plan.candidates import GpuFit, planned_micro, run_precision
 from cheaptune.plan.price_age import aged_risk, price_facts
-from cheaptune.plan.workload import Workload
+from cheaptune.plan.workload import INTER_NODE_NETWORK, Workload
 
 SECONDS_PER_HOUR = money.SECONDS_PER_HOUR
 CHECKPOINTS_KEPT = 2  # the trainer keeps the last two checkpoints (save_total_limit)
 BF16_BYTES = 2
 HIGH_RISK_PREEMPTIONS = 1.0
-# Between nodes: the price files do not say which instances have InfiniBand/EFA, so we assume Ethernet
-# (the slower link in estimate/data/steptime.yaml) and say so in the plan.
-INTER_NODE_NETWORK = "ethernet"
 
 # The trainer's save interval is at least this: a job shorter than its Young/Daly interval still gets a
 # timed checkpoint, and the plan file never asks for save_minutes of 0.
@@ -69,6 +66,7 @@ class Option:
     precision: str
     num_nodes: int = 1
     sharding: str | None = None  # None on one GPU; ddp | zero3 | fsdp (| fsdp+offload) on several
+    network: str | None = None  # between the nodes, what the time was priced over (Workload.network); None on one
     # the price's provenance (plan/price_age.py): the date its source gives, that source, its age, its basis
     price_as_of: str = "undated"
     price_source: str = ""
@@ -88,8 +86,8 @@ class Option:
         return self.gpu_count * self.num_nodes
 
     def hardware(self) -> str:
-        """'H100 x8', 'H100 x8 x2 nodes', with the sharding when there is more than one GPU."""
-        nodes = f" x{self.num_nodes} nodes" if self.num_nodes > 1 else ""
+        """'H100 x8', 'H100 x8 x2 nodes (ethernet)', with the sharding when there is more than one GPU."""
+        nodes = f" x{self.num_nodes} nodes ({self.network})" if self.num_nodes > 1 else ""
         shard = f" {self.sharding}" if self.sharding else ""
         return f"{self.gpu} x{self.gpu_count}{nodes}{shard}"
 
@@ -184,7 +182,8 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
               reference=reference_passes(workload.objective, fit.precompute_ref, workload.epochs), stack=stack,
               adapted_modules=adapted_per_layer(workload.lora_targets))
     sharding = (gf.sharding or "ddp") if gf.gpus > 1 else None
-    layout = Layout(gf.gpus_per_node, nodes, sharding, gf.offload, INTER_NODE_NETWORK)
+    network = workload.inter_node_network if nodes > 1 else None
+    layout = Layout(gf.gpus_per_node, nodes, sharding, gf.offload, network or INTER_NODE_NETWORK)
     st = step_time(job, gpu, layout)
     fast = for_gpu(gpu, gf.method, speedups)
     # no faster than the best share of the matmul rate public runs reached on its board class (estimate.ceilings)
@@ -269,6 +268,7 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
         precision=precision,
         num_nodes=nodes,
         sharding=sharding,
+        network=network,
         details={
             "time": st.to_dict(),
             "interval": {"hours": [round(p10[0], 4), round(p50[0], 4), round(p90[0], 4)],
@@ -280,7 +280,7 @@ def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, 
                          "unmeasured_line": describe_unmeasured(fast, gf.method, gpu)},
             "scale_out": None if gf.gpus == 1 else {
                 "communication_s_per_step": round(st.parts["communication"], 4), "node_wait_s": wait_s,
-                "network": INTER_NODE_NETWORK if nodes > 1 else None},
+                "network": network},
             "startup_s": {k: round(v, 1) for k, v in start.items()},
             "end_s": {k: round(v, 1) for k, v in end.items()},
             "time_terms": time_terms(start, train_s, spot_est, end, offer, consts),

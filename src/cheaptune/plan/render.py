@@ -11,7 +11,7 @@ from cheaptune.plan.price_age import label as price_label
 from cheaptune.plan.pricing import Option
 
 WIDE = 180
-OPTION_KEYS = ("method", "gpu", "gpu_count", "num_nodes", "sharding", "provider", "region", "spot", "kind",
+OPTION_KEYS = ("method", "gpu", "gpu_count", "num_nodes", "network", "sharding", "provider", "region", "spot", "kind",
                "instance_type", "price_per_hour", "peak_vram_bytes", "gpu_memory_bytes", "micro_batch", "grad_accum",
                "grad_ckpt", "tokens_per_s", "hours", "risk", "checkpoint_minutes", "precision", "pessimistic_total",
                "price_as_of", "price_source", "price_age_days", "price_basis")
@@ -31,7 +31,7 @@ def to_json(r: PlanResult) -> dict[str, Any]:
     return {
         "model": r.model_id,
         "workload": {"tokens": w.tokens, "trained_tokens": round(w.trained_tokens), "epochs": w.epochs, "seq_len": w.seq_len, "effective_batch": w.effective_batch,
-                     "examples": w.examples, "tokens_exact": w.tokens_exact, "tokens_basis": w.tokens_basis},
+                     "network": w.network, "examples": w.examples, "tokens_exact": w.tokens_exact, "tokens_basis": w.tokens_basis},
         "optimize": r.constraints.optimize,
         "objective": r.workload.objective,
         "options": [option_dict(o, details=i == 0) for i, o in enumerate(r.options[: r.constraints.top])],

@@ -20,7 +20,8 @@ from cheaptune.plan.pricing import Option
 
 def _offer(o: Option) -> planfile.Offer:
     return planfile.Offer(
-        provider=o.provider, gpu=o.gpu, gpu_count=o.gpu_count, num_nodes=o.num_nodes, region=o.region, spot=o.spot, kind=o.kind,
+        provider=o.provider, gpu=o.gpu, gpu_count=o.gpu_count, num_nodes=o.num_nodes, network=o.network,
+        region=o.region, spot=o.spot, kind=o.kind,
         instance_type=o.instance_type, price_per_hour=o.price_per_hour, billing_unit_s=o.billing_unit_s,
         min_billed_s=o.min_billed_s, total_cost=o.total, price_basis=o.price_basis, price_as_of=o.price_as_of,
     )

@@ -15,6 +15,9 @@ OBJECTIVES = ("sft", "dpo", "orpo")  # the training objective (estimate.policy.O
 SPOT_MODES = ("auto", "only", "never")
 AUTO_METHODS = ("full", "lora", "qlora")
 KNOWN_METHODS = ("full", "lora", "qlora", "dora")
+# Between nodes when --network is not given: the price files do not say which instances have InfiniBand,
+# so a multi-node option is timed over Ethernet (estimate.time.scaling NETWORKS), the slower of the two.
+INTER_NODE_NETWORK = "ethernet"
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,15 @@ class Workload:
     # the adapter's target modules (plan --lora-targets, or a config's lora_targets): sized, saved, and timed by
     # their per-module fixed cost (estimate.time.throughput.adapted_per_layer); None: all-linear, the default
     lora_targets: str | None = None
+    # the network between the nodes of a multi-node option (plan --network: a name, a rate per node or an
+    # instance type, estimate.time.scaling.network_gbit); None: not stated, INTER_NODE_NETWORK assumed. Here, not
+    # on Constraints, so every re-pricing of an option (budget search, data audit, spot) times the same link.
+    network: str | None = None
+
+    @property
+    def inter_node_network(self) -> str:
+        """The network a multi-node option is timed over: the stated one, else the assumed INTER_NODE_NETWORK."""
+        return self.network or INTER_NODE_NETWORK
 
     @cached_property
     def trained_tokens(self) -> float:
