@@ -395,10 +395,11 @@ def test_a_plan_for_the_cpu_it_was_made_on_is_not_launched(tmp_path, recorder, b
     assert not (tmp_path / "t.yaml").exists() and not recorder.calls
 
 
-@pytest.mark.parametrize(("config_budget", "runs_at"), [(1.0, "1"), (50.0, "20"), (None, "20")])
+@pytest.mark.parametrize(("config_budget", "runs_at"), [(8.0, "8"), (50.0, "20"), (None, "20")])
 def test_the_machines_cap_is_the_lower_of_the_plans_and_the_configs(config_budget, runs_at, tmp_path, recorder):
     """The task's `--budget` wins over the config's own budget_usd in train, so it must be the lower of the two: a
-    config asking for a $1 cap under a $20 plan ran at $20 before."""
+    config asking for a $1 cap under a $20 plan ran at $20 before (a cap under the plan's $5 prediction is now refused
+    before launch: test_budget_rule)."""
     plan, config, _ = _config_beside(tmp_path, "x.jsonl", '{"text": "a"}\n')  # the plan's budget: $20
     config.write_text("" if config_budget is None else f"budget_usd: {config_budget}\n")
     prep = launcher.prepare(plan, LaunchOptions(config=str(config), checkpoint_dir="/mnt/ckpt"), recorder,

@@ -38,7 +38,8 @@ def launch(
     spot: Spot = spot_option("as the plan says"),
     model: str = typer.Option(None, "--model", help="Override the plan's model."),
     data: str = typer.Option(None, "--data", help="Override the plan's dataset file."),
-    budget: float = budget_option("Override the plan's budget (USD)."),
+    budget: float = budget_option("The run's cap in USD, over the plan's and the --config file's (without it: the "
+                                  "lower of those two)."),
     margin: float = typer.Option(0.10, "--margin", help="Fail over to offers within this fraction of the best total cost."),
     checkpoint_dir: str = checkpoint_dir_option("Remote checkpoint folder (the bucket mount)."),
     bucket: str = typer.Option(None, "--bucket", help="Checkpoint bucket name or URI (s3://..., gs://...)."),
@@ -103,7 +104,7 @@ def launch(
         mode="cluster" if cluster else "job", name=name, cluster=cluster, config=config,
         checkpoint_dir=checkpoint_dir or DEFAULT_CHECKPOINT_DIR, bucket=bucket, bucket_mode=bucket_mode, store=store,
         margin=margin, secrets=tuple(secret) if secret else DEFAULT_SECRETS, idle_minutes=idle_minutes,
-        max_restarts_on_errors=max_restarts, install=install, index_url=index_url, disk_gb=None if disk_gib is None else math.ceil(disk_gib * GB_PER_GIB), max_hourly_cost=max_hourly_cost,
+        max_restarts_on_errors=max_restarts, budget=budget, install=install, index_url=index_url, disk_gb=None if disk_gib is None else math.ceil(disk_gib * GB_PER_GIB), max_hourly_cost=max_hourly_cost,
     )
     if dry_run:
         prep = launcher.prepare(plan_obj, opts, backend, out)

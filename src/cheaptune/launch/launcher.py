@@ -26,6 +26,7 @@ from cheaptune.launch.task import (
     resource_entries,
     select_offers,
     task_name,
+    with_run_budget,
 )
 from cheaptune.launch.verify import Checked
 from cheaptune.plan.planfile import Offer, PlanFile
@@ -65,6 +66,7 @@ def prepare(plan: PlanFile, opts: LaunchOptions, backend: Backend, out: str | Pa
     """Stage the files and write the task YAML, after checking what will run: the plan against its
     estimate, the remote plan and config through train's validation, the YAML through SkyPilot's."""
     opts.check()
+    plan = with_run_budget(plan, opts)  # the cap train runs under there, so the offers are held to it here
     if opts.sky_catalog is None:
         opts = replace(opts, sky_catalog=skypilot_catalog_dir())
     name = task_name(plan, opts)

@@ -47,6 +47,7 @@ class LaunchOptions:
     disk_gb: int | None = None
     max_hourly_cost: float | None = None
     store: str | None = None  # the checkpoint bucket's object store (default: the offers' cloud's own)
+    budget: float | None = None  # launch --budget: wins over the plan's and the config's (task.with_run_budget)
     sky_catalog: Path | None = None  # SkyPilot's catalog folder for region checks (default: its own cache)
 
     @property

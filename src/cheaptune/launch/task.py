@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
 
 from cheaptune.errors import BadInput, Infeasible, Preempted
 from cheaptune.launch.names import require_cloud, sky_cloud, sky_gpu
@@ -242,23 +241,27 @@ TORCHRUN = (
 )
 
 
-def run_budget(plan: PlanFile, config_text: str) -> float | None:
-    """The cap the machine's train runs under: the lower of the plan's budget and the config's budget_usd.
+def with_run_budget(plan: PlanFile, opts: LaunchOptions) -> PlanFile:
+    """The plan holding the cap the machine's train runs under, by train's rule (train.planmerge.run_budget):
+    launch --budget wins, else the lower of the plan's budget and the --config file's budget_usd. launcher.prepare
+    applies it first, so the offers are held to that cap before anything is rented (train there would refuse a
+    plan predicted over it, exit 3, after the boot was paid for), the staged plan says it and the task passes it
+    as `--budget`. A config budget_usd that is no positive number is left to check_run to refuse in one line."""
+    from cheaptune.train.config import read_yaml
+    from cheaptune.train.planmerge import run_budget
 
-    The task passes it as `--budget`, which wins over the config's own in train, so a config asking for a
-    smaller cap than the plan must not be silently raised to the plan's (a cap only ever tightens). The config
-    text was already validated by verify.check_run, so its budget_usd is a positive number or absent.
-    """
-    raw = yaml.safe_load(config_text) or {}
-    caps = [b for b in (plan.budget_usd, raw.get("budget_usd") if isinstance(raw, dict) else None) if b is not None]
-    return min(float(b) for b in caps) if caps else None
+    own = read_yaml(opts.config).get("budget_usd") if opts.config is not None else None
+    cap = run_budget(plan.budget_usd, own, opts.budget)
+    if isinstance(cap, bool) or not isinstance(cap, int | float) or not math.isfinite(cap) or cap <= 0:
+        cap = opts.budget if opts.budget is not None else plan.budget_usd
+    return plan if cap == plan.budget_usd else plan.model_copy(update={"budget_usd": float(cap)})
 
 
-def _run_lines(plan: PlanFile, opts: LaunchOptions, offers: list[Offer], budget: float | None) -> list[str]:
+def _run_lines(plan: PlanFile, opts: LaunchOptions, offers: list[Offer]) -> list[str]:
     cmd = ["train", f"{opts.job_dir}/config.yaml", "--plan", f"{opts.job_dir}/plan.yaml", "--resume", "auto",
            "--checkpoint-dir", opts.checkpoint_dir]
-    if budget is not None:
-        cmd += ["--budget", f"{budget:g}"]
+    if plan.budget_usd is not None:  # the run's cap (with_run_budget): wins over the config's own in train
+        cmd += ["--budget", f"{plan.budget_usd:g}"]
     args = " ".join(shlex.quote(c) for c in cmd) + ' --price-per-hour "$PRICE"'
     lines = ["set -euo pipefail", _PICK_CLOUD, _PICK_PRICE]
     if any(o.spot for o in offers):
@@ -293,7 +296,7 @@ def build_task(plan: PlanFile, staged: Staged, staging_dir: str, opts: LaunchOpt
         "secrets": {s: None for s in opts.secrets},
         "file_mounts": file_mounts,
         "setup": "\n".join(setup) + "\n",
-        "run": "\n".join(_run_lines(plan, opts, sel.offers, run_budget(plan, staged.config_text))) + "\n",
+        "run": "\n".join(_run_lines(plan, opts, sel.offers)) + "\n",
     }
     sel.notes += [note] if note else []
     if not task["secrets"]:

@@ -315,7 +315,7 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
     notes: list[str] = []
     raw_user = dict(raw)  # the config file's own keys, before the plan's are merged in
     if plan_path is not None:
-        from cheaptune.train.planmerge import SETTING_KEYS, from_plan
+        from cheaptune.train.planmerge import SETTING_KEYS, from_plan, run_budget
 
         # on another GPU count the accumulation keeps the planned batch, unless a flag sets it
         gpus = None if "gradient_accumulation_steps" in cli else cli.get("gpu_count")
@@ -324,16 +324,20 @@ def build(path: str | Path | None, plan_path: str | Path | None = None,
         # a setting the config file or a flag gives explicitly wins over the plan, and is reported
         changed = {k: (planned[k], v) for k, v in {**raw, **cli}.items()
                    if k in SETTING_KEYS and k in planned and v != planned[k]}
-        # the file's own keys win too (its budget or price is not replaced by the plan's); a key left empty
-        # (`budget_usd:`) takes the plan's, unless it is a setting the file changes (reported above)
+        # the file's own keys win too (its price is not replaced by the plan's; of two budgets the lower holds);
+        # a key left empty (`budget_usd:`) takes the plan's, unless it is a setting the file changes (reported above)
         raw = {**planned, **{k: v for k, v in raw.items() if v is not None or k in changed}}
+        if "budget_usd" in raw:  # the lower of the plan's and the file's cap (a flag, merged below, wins)
+            raw["budget_usd"] = run_budget(planned.get("budget_usd"), raw_user.get("budget_usd"))
     raw.update(cli)
     cfg = validate(raw, f"config file {path}" if path else "config", _flag_origins(overrides))
     cfg._plan_overrides = changed
     cfg._plan_override_origins = {k: "command line" if k in cli else f"config file {path}" for k in changed}
     cfg._plan_notes = notes
     cfg._plan_priced = plan_path is not None and "price_per_hour" not in raw_user and "price_per_hour" not in cli
-    cfg._plan_budgeted = plan_path is not None and "budget_usd" not in raw_user and "budget_usd" not in cli
+    own = raw_user.get("budget_usd")  # the file's cap, if any: the run keeps it where it is the lower
+    cfg._plan_budgeted = plan_path is not None and "budget_usd" not in cli and cfg.budget_usd is not None \
+        and cfg.budget_usd == planned.get("budget_usd") and (own is None or own > cfg.budget_usd)
     if plan_path is not None:
         from cheaptune.estimate.time.speedups import PLANNED
 

@@ -3,6 +3,7 @@ sized with, unchanged: train.settings.config_fields) and what it costs."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,22 @@ SETTING_KEYS = ("method", "precision", "quant", "optimizer", "micro_batch_size",
                 "gradient_checkpointing", "attn", "sequence_len", "num_epochs", "lora_r", "lora_alpha",
                 "lora_targets", "save_minutes", "liger_kernel", "torch_compile", "objective",
                 "precompute_ref_log_probs", *RLSettings.model_fields)
+
+
+def run_budget(plan_budget: float | None, config_budget: Any = None, flag: float | None = None) -> Any:
+    """The budget cap a run from a plan runs under, one rule for `train --plan` and `launch` (README "A typical
+    session"): a --budget flag is the user's word for this run and wins (it is how a run stopped at its cap is
+    raised); else the lower of the plan's budget_usd and the config file's, since a cap only ever tightens and
+    neither file may lift the other's. A config value that is not a finite number is returned as given, for the
+    config's validation to refuse in one line (a NaN would otherwise drop out of min())."""
+    if flag is not None:
+        return flag
+    if config_budget is None:
+        return plan_budget
+    if isinstance(config_budget, bool) or not isinstance(config_budget, int | float) \
+            or not math.isfinite(config_budget) or plan_budget is None:
+        return config_budget
+    return min(plan_budget, config_budget)
 
 
 def from_plan(path: str | Path, current: dict[str, Any], gpus: int | None = None) -> tuple[dict[str, Any], str | None]:
