@@ -215,19 +215,14 @@ def test_boards_below_sm80_run_attention_at_the_memory_efficient_rate():
     assert t_turing.parts["compute"] > t_ampere.parts["compute"]  # same board otherwise: only attention slowed
 
 
-def test_a_measured_sustained_clock_caps_the_matmul_fraction():
-    # A short matmul benchmark can run above the clock a power-capped board holds under continuous load; where that
-    # clock is measured (steptime.yaml sustained_fraction.clock_bound) the fraction is capped at its share of boost.
+def test_the_t4_runs_its_matmuls_at_its_lowest_measured_rate_not_its_colab_burst():
+    # steptime.yaml sustained_fraction: the T4 is power-bound (70 W, its clock falls under load), so it is timed at
+    # the lowest reading any source gives (chsasank's 25.0 TFLOP/s), not zzc0721's 42.7 from a seconds-long sweep.
     table = tp.load_table()
-    sf = table["sustained_fraction"]
     t4 = SimpleNamespace(name="T4", bf16=False, bf16_tflops=None, fp16_tflops=65.0, fp32_tflops=8.1)
-    clock = sf["clock_bound"]["T4"]
-    bound = clock["sustained_mhz"] / clock["boost_mhz"]
-    assert bound < sf["boards"]["T4"]["value"]  # the bound binds: the T4's GEMM row ran faster than 900 MHz allows
-    assert tp.sustained_rate(t4, "fp16", table) == pytest.approx(65e12 * bound)
-    free = {**table, "sustained_fraction": {**sf, "clock_bound": {}}}
-    assert tp.sustained_rate(t4, "fp16", free) == pytest.approx(65e12 * sf["boards"]["T4"]["value"])
-    assert tp.sustained_rate(A100, "bf16", table) == tp.sustained_rate(A100, "bf16", free)  # no clock: unchanged
+    assert tp.sustained_rate(t4, "fp16", table) == pytest.approx(25.0e12, rel=0.002)
+    base_clock_share = 585 / 1590  # NVIDIA guarantees the base clock under any load (steptime.yaml clock_source)
+    assert base_clock_share * 65e12 < tp.sustained_rate(t4, "fp16", table) < 0.6 * 42.71e12
 
 
 def test_no_stack_runs_its_matmuls_above_the_measured_gemm_rate():

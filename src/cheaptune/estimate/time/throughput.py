@@ -161,15 +161,12 @@ def peak_flops(gpu: Any, precision: str = "bf16") -> tuple[float, str]:
 
 
 def sustained_rate(gpu: Any, precision: str, table: dict) -> float:
-    """FLOP/s a large matmul sustains on this board: datasheet peak x measured (or assumed) fraction, at most the
-    share of the boost clock (the peak's clock) the board holds under continuous load where that clock is measured
-    (`clock_bound`): a seconds-long matmul benchmark can run above the clock a power-capped board keeps for hours."""
+    """FLOP/s a large matmul sustains on this board: datasheet peak x the measured (or assumed) fraction
+    (steptime.yaml sustained_fraction). Where the board's clock falls under sustained load (`power_bound`) the
+    fraction is the lowest reading any source gives: a seconds-long benchmark can run above the clock a power-capped
+    board keeps for the hours a fine-tune runs."""
     sf = table["sustained_fraction"]
-    fraction = _v(sf["boards"].get(gpu.name, sf["default"]))
-    clock = sf.get("clock_bound", {}).get(gpu.name)
-    if clock:
-        fraction = min(fraction, clock["sustained_mhz"] / clock["boost_mhz"])
-    return peak_flops(gpu, precision)[0] * fraction
+    return peak_flops(gpu, precision)[0] * _v(sf["boards"].get(gpu.name, sf["default"]))
 
 
 def _borrowed(table: dict, stack: str) -> list[str]:
