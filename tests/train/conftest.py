@@ -27,6 +27,19 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+@pytest.fixture
+def fresh_wandb():
+    """wandb, with none of an earlier test's state: wandb keeps its settings (the mode, read from the environment
+    when it is first set up) and the session's credentials in one process-wide singleton, so a run made offline
+    left every later test offline and `wandb.login` stopped raising (test_cli_errors failed after test_tracking).
+    Torn down before and after, each test's wandb reads only the environment that test sets."""
+    import wandb
+
+    wandb.teardown()
+    yield wandb
+    wandb.teardown()
+
+
 @pytest.fixture(scope="session")
 def chat_file(tmp_path_factory) -> Path:
     return write_jsonl(tmp_path_factory.mktemp("data") / "chat.jsonl", chat_rows(24))

@@ -73,19 +73,14 @@ def test_unknown_hub_model_is_one_line(run_cli, monkeypatch, online_without_cach
     assert not (tmp_path / "o").exists()
 
 
-def test_wandb_without_api_key_is_one_line(run_cli, monkeypatch, tiny_model_dir, chat_file, tmp_path):
+def test_wandb_without_api_key_is_one_line(run_cli, monkeypatch, tiny_model_dir, chat_file, tmp_path, fresh_wandb):
     for var in ("WANDB_API_KEY", "WANDB_MODE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
     monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb"))
-    import wandb
-
-    try:
-        code, _, err = run_cli("train", "--model", str(tiny_model_dir), "--data", str(chat_file), "-o",
-                               str(tmp_path / "o"), "--device", "cpu", "--report-to", "wandb")
-    finally:
-        wandb.teardown()  # wandb keeps its settings (online, this env) for the process: later tests set their own
+    code, _, err = run_cli("train", "--model", str(tiny_model_dir), "--data", str(chat_file), "-o",
+                           str(tmp_path / "o"), "--device", "cpu", "--report-to", "wandb")
     assert code == 2
     assert err.strip().splitlines()[-1].startswith("error: report_to: wandb has no API key; run `wandb login`")
     assert not (tmp_path / "o" / "training_summary.json").exists()

@@ -100,16 +100,14 @@ def test_tensorboard_gets_loss_and_our_figures(tiny_model_dir, chat_file, tmp_pa
 
 
 @pytest.mark.skipif(importlib.util.find_spec("wandb") is None, reason="the wandb extra is not installed")
-def test_wandb_offline_run_has_our_figures(tiny_model_dir, chat_file, tmp_path, run_cli, monkeypatch):
+def test_wandb_offline_run_has_our_figures(tiny_model_dir, chat_file, tmp_path, run_cli, monkeypatch, fresh_wandb):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
     code, _, err = run_cli(*_args(tiny_model_dir, chat_file, tmp_path / "out", "--report-to", "wandb"),
                            str(_config(tmp_path)))
     assert code == 0, err
-    import wandb
-
-    wandb.finish()  # in-process run: flush what the CLI's exit would
+    fresh_wandb.finish()  # in-process run: flush what the CLI's exit would
     (log,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
     # wandb's writer is a separate service process that flushes on its own schedule: wait for the rows
     deadline = time.monotonic() + 60
