@@ -65,8 +65,10 @@ SOURCE_STACK = {"torchtune-readme": "torchtune", "fms-fsdp-readme": "fms-fsdp", 
 # of 1 so the data can say either. hidden_half is held at 0: searched (0, 2000) it fitted 0.00-0.05 in 11 of 14 held-out
 # folds (the others 5-215, on noise: the same LOSO typical either way), so the width term is not a cause here, and
 # one dimension less halves the corner starts of the shared search (issue 28).
+# sharded: FSDP's fixed cost per layer per micro-step on 2+ GPUs (steptime.yaml; scaling.gathers_per_unit), 0 to
+# 30 ms, shared like the other fixed costs; it doubles the corner starts of the shared search.
 GRID = {"e_max": (0.3, 1.0), "tokens_half": (0,), "hidden_half": (0,), "full": (0.0, 0.006), "adapter": (0.0,),
-        "per_module": (0.0, 0.0015), "elementwise_bytes": (0, 400), "full_ratio": (0.5, 2.0)}
+        "per_module": (0.0, 0.0015), "elementwise_bytes": (0, 400), "full_ratio": (0.5, 2.0), "sharded": (0.0, 0.03)}
 # Constants one value of which every stack shares, chosen by the per-stack fits' score over all rows: the width
 # term (GEMM shape efficiency: a kernel and board property), the elementwise bytes (memory-bound work) and the
 # fixed costs (kernel launches and host overhead per micro-step). Within one stack's rows, mostly at many tokens on
@@ -76,7 +78,7 @@ GRID = {"e_max": (0.3, 1.0), "tokens_half": (0,), "hidden_half": (0,), "full": (
 # 2-1314 and elementwise 26-323 across folds, hf e_max 0.62-0.99: 14 groups cannot pin 4 shared constants). The
 # full/adapter efficiency ratio (full_ratio) is shared too: the pairs that show it come from four sources and three
 # stacks (steptime.yaml), and a stack with no full rows of its own (unsloth) still prices a full fine-tune.
-SHARED = ("hidden_half", "elementwise_bytes", "full", "adapter", "per_module", "full_ratio")
+SHARED = ("hidden_half", "elementwise_bytes", "full", "adapter", "per_module", "full_ratio", "sharded")
 PRODUCT_STACKS = ("torchtune", "hf", "unsloth")  # stacks with constants of their own in steptime.yaml
 QUICK = {**GRID, "hidden_half": (0,), "full": (0.0015,), "per_module": (0.00085,), "elementwise_bytes": (0,), "full_ratio": (1.18,)}
 TARGETS = {"typical": 1.15, "bias": 0.10, "board_typical": 1.3, "worst": 2.0, "coverage": (0.75, 0.85)}
@@ -155,7 +157,8 @@ def with_constants(base: dict, stack: str, c: dict) -> dict:
     changed; a grid without elementwise_bytes or full_ratio leaves that term out: 0 bytes, ratio 1)."""
     entry = {"efficiency": {**{k: c[k] for k in ("e_max", "tokens_half", "hidden_half")},
                             "full_ratio": c.get("full_ratio", 1.0)},
-             "fixed_per_layer_s": {"full": c["full"], "adapter": c["adapter"], "per_module": c.get("per_module", 0.0)},
+             "fixed_per_layer_s": {"full": c["full"], "adapter": c["adapter"], "per_module": c.get("per_module", 0.0),
+                                  "sharded": c.get("sharded", 0.0)},
              "elementwise_bytes": c.get("elementwise_bytes", 0.0)}
     return {**base, "stacks": {**base["stacks"], stack: entry}}
 

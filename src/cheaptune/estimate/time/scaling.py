@@ -16,7 +16,17 @@ all-reduce by tree across nodes, above the NIC rate on 2 nodes (NVIDIA/nccl#837)
 Gradient accumulation: FSDP re-gathers the weights every micro-step, but the HF Trainer and litgpt skip the
 gradient reduce-scatter on all micro-steps but the last (transformers 5.24.0 trainer.py L1904-1915: no_sync unless
 DeepSpeed or the last batch; litgpt finetune/full.py: fabric.no_backward_sync(model, enabled=is_accumulating)),
-while DeepSpeed ZeRO-3 reduces every micro-step. Constants: data/steptime.yaml.
+while DeepSpeed ZeRO-3 reduces every micro-step. The HF Trainer of 2023 did the same (transformers 4.27.1 and 4.28.0
+pip wheels, trainer.py: model.no_sync() on accumulating micro-steps unless DeepSpeed, SageMaker or Neuron).
+Prefetch: the gathers hide behind compute where the next unit's all-gather is issued early. transformers 4.27.1 and
+4.28.0 passed FSDP backward_prefetch=BACKWARD_PRE, forward_prefetch and limit_all_gathers False by default (trainer.py
+L440-450 / L461-471), and transformers 5.24.0 runs FSDP2 by default (training_args.py L2826, fsdp_config version 2),
+which prefetches the next module in backward itself; only the FSDP1 paths default to no backward prefetch
+(transformers 5.24.0 training_args.py L2875 "NO_PREFETCH", accelerate 1.15.0 utils/dataclasses.py L1679-1682, L1892-1895), where
+torch's BackwardPrefetch docstring says None "has no overlap" (torch 2.13 distributed/fsdp/api.py L91-94): not timed,
+as neither the CLI nor any bench row runs it. FSDP's per-unit work each micro-step beyond the bytes (hooks, stream
+waits, collective launches) is a fitted cost per layer (gathers_per_unit; steptime.yaml fixed_per_layer_s.sharded).
+Constants: data/steptime.yaml.
 """
 
 from __future__ import annotations
@@ -150,6 +160,12 @@ def intra_node_gbs(gpu: Any, table: dict) -> float:
     gen = int(links["pcie_gen"].get(arch, links["pcie_gen"]["default"]))
     gbs = 16 * 2 ** (gen - 3) * float(links["pcie_efficiency"]["value"])
     return gbs if peer_to_peer(gpu) else gbs * float(links["no_p2p_factor"]["value"])
+
+
+def gathers_per_unit(layout: Layout) -> bool:
+    """Whether each GPU runs FSDP's per-unit work every micro-step: an all-gather before each wrapped layer's forward
+    and backward across more than one GPU (steptime.yaml fixed_per_layer_s.sharded times its cost per layer)."""
+    return layout.sharding == "fsdp" and layout.gpus > 1
 
 
 def _ring(nbytes: float, n: int, gbs: float, factor: float) -> float:

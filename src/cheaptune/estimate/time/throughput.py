@@ -6,7 +6,8 @@ does not shrink with tokens (kernel launches and host overhead per layer, and pe
 small kernels; the launch-bound floor that dominates at few tokens per micro-step), memory-bound work (the elementwise ops
 between the matmuls, the optimizer step, QLoRA dequantisation) and what the sharding strategy sends over which link. Each part is
 arithmetic on the architecture over a rate with a cited source; fitted constants name their rows
-(`data/steptime.yaml`). The efficiency and fixed cost are per trainer stack (`stacks`), each fitted on its own
+(`data/steptime.yaml`); FSDP on 2+ GPUs adds a fitted fixed cost per layer per micro-step (`sharded`,
+scaling.gathers_per_unit). The efficiency and fixed cost are per trainer stack (`stacks`), each fitted on its own
 stack's rows only: a compiled, hand-tuned stack's speed is not the Hugging Face stack's. FLOPs per token follow the usual count (forward 2N + attention; backward twice
 that for activations, weight gradients only where trainable; one more forward under checkpointing).
 """
@@ -299,7 +300,8 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     consts = stack_constants(table, job.stack)
     fixed = consts["fixed_per_layer_s"]
     wrapped = job.adapted_modules if job.method in LINEAR_ADAPTERS else 0
-    micro_fixed = shape.layers * (_v(fixed[kind]) + wrapped * _v(fixed.get("per_module", 0.0)))
+    sharded = _v(fixed.get("sharded", 0.0)) if scaling.gathers_per_unit(layout) else 0.0
+    micro_fixed = shape.layers * (_v(fixed[kind]) + wrapped * _v(fixed.get("per_module", 0.0)) + sharded)
     bw = gpu.mem_bw_gbs * 1e9
     micro_elementwise = tokens * elementwise_bytes_per_token(shape, job, consts) / bw
     micro_dequant = 0.0
