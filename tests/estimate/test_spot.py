@@ -16,7 +16,7 @@ def simulate_wall_s(
 ) -> float:
     """One simulated run: exponential inter-arrival times, lost segments redone after a restart."""
     total = 0.0
-    for exposed in spot._exposures(work_s, interval_s, checkpoint_s, startup_s):
+    for exposed in (e for e, n in spot._exposures(work_s, interval_s, checkpoint_s, startup_s) for _ in range(n)):
         while True:
             t_fail = rng.expovariate(rate_per_s) if rate_per_s > 0 else math.inf
             if t_fail >= exposed:
@@ -87,3 +87,16 @@ def test_start_up_is_exposed_to_preemption():
     simulated = monte_carlo_wall_s(work, rate, exposed.interval_s, c, r, runs=3000, seed=2, startup_s=startup)
     assert simulated == pytest.approx(closed, rel=0.05)
     assert closed - work - startup == pytest.approx(exposed.expected_extra_s)
+
+
+def test_exposures_are_counted_not_listed():
+    """The same exposures as one per segment, counted: a long job's billions of segments cost no memory."""
+    assert spot._exposures(350, 100, 10, 5) == [(5, 1), (110, 3), (50, 1)]  # start-up, 3 with checkpoints, the rest
+    assert spot._exposures(300, 100, 10, 0) == [(110, 2), (100, 1)]  # no checkpoint after the last
+    assert spot._exposures(0, 100, 10, 0) == [(0.0, 1)]
+    rate, r = 1 / 500, 30.0
+    assert spot.expected_wall_s(350, rate, 100, 10, r, 5) == pytest.approx(
+        sum((1 / rate + r) * math.expm1(rate * e) for e in (5.0, 110.0, 110.0, 110.0, 50.0)))
+    # 1e13 s of work at a ~49-minute Young/Daly interval: ~3.4e9 segments (a list of them ran out of memory)
+    long = spot.spot_overhead(1e13, 0.05, 60.0, 300.0)
+    assert math.isfinite(long.expected_extra_s) and long.expected_extra_s > 0

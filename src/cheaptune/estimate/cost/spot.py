@@ -24,24 +24,30 @@ def young_daly_interval(checkpoint_s: float, mtbf_s: float) -> float:
     return math.sqrt(2.0 * max(checkpoint_s, 1e-9) * mtbf_s)
 
 
-def _exposures(work_s: float, interval_s: float, checkpoint_s: float, startup_s: float) -> list[float]:
-    """Seconds exposed to a preemption, in order: the start-up, then each segment with its checkpoint."""
+def _exposures(work_s: float, interval_s: float, checkpoint_s: float, startup_s: float) -> list[tuple[float, int]]:
+    """(seconds exposed to a preemption, how many such), in order: the start-up, the segments each followed by
+    its checkpoint, then the last segment (no checkpoint after it). Counted, not listed one by one: a long job
+    at a short interval has billions of segments (`plan --tokens 1e15 --epochs 1000` ran out of memory)."""
     n_full = int(work_s // interval_s)
     rest = work_s - n_full * interval_s
-    segs = [interval_s] * n_full + ([rest] if rest > 1e-9 else []) or [0.0]
-    exposed = [w + (checkpoint_s if i < len(segs) - 1 else 0.0) for i, w in enumerate(segs)]
-    return ([startup_s] if startup_s > 0 else []) + exposed
+    if rest > 1e-9:  # n_full whole segments, then the rest
+        runs = [(interval_s + checkpoint_s, n_full), (rest, 1)]
+    elif n_full > 0:  # whole segments only: the last has no checkpoint after it
+        runs = [(interval_s + checkpoint_s, n_full - 1), (interval_s, 1)]
+    else:
+        runs = [(0.0, 1)]
+    return ([(startup_s, 1)] if startup_s > 0 else []) + [(e, n) for e, n in runs if n > 0]
 
 
 def expected_wall_s(work_s: float, rate_per_s: float, interval_s: float, checkpoint_s: float, restart_s: float,
                     startup_s: float = 0.0) -> float:
     """Expected wall time to finish `work_s` seconds of work after `startup_s` of start-up, under the model above."""
     total = 0.0
-    for exposed in _exposures(work_s, interval_s, checkpoint_s, startup_s):
+    for exposed, count in _exposures(work_s, interval_s, checkpoint_s, startup_s):
         if rate_per_s <= 0:
-            total += exposed
+            total += count * exposed
         else:
-            total += (1.0 / rate_per_s + restart_s) * math.expm1(rate_per_s * exposed)
+            total += count * (1.0 / rate_per_s + restart_s) * math.expm1(rate_per_s * exposed)
     return total
 
 
