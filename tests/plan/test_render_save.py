@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from cheaptune.errors import BadInput
 from cheaptune.plan import planfile, render
 from cheaptune.plan.planner import make_plan
 from cheaptune.plan.save import to_planfile
@@ -86,3 +89,13 @@ def json_config() -> str:
     return json.dumps({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
                        "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 256,
                        "max_position_embeddings": 512})
+
+
+def test_a_plan_too_big_for_a_plan_file_is_one_line_at_save():
+    """1e15 tokens x 1000 epochs: dollars and hours past what a plan file holds (train and launch would refuse
+    it) are said as one BadInput naming the fields, not a pydantic traceback."""
+    w = Workload(tokens=10**15, epochs=1000, seq_len=2048, effective_batch=16)
+    r = make_plan("test", SHAPE_7B, 4096, w, Constraints(methods=("lora",), max_gpus=1), GPUS, OFFERS, fake_fit())
+    with pytest.raises(BadInput, match=r"^--save: the recommended option's figures are beyond what a plan file "
+                                       r"holds \(.*total: Input should be less than or equal to 1000000000 "):
+        to_planfile(r, "test")

@@ -14,6 +14,7 @@ import io
 import math
 import re
 from dataclasses import dataclass, field, fields
+from datetime import date
 from pathlib import Path
 
 from cheaptune.errors import BadInput
@@ -27,6 +28,12 @@ UNDATED = "undated"  # a source that gives no date: the price's age is unknown, 
 BASES = ("quoted", "derived", "range-low")
 OPTIONAL_COLUMNS = ("basis", "read", "note")  # a user CSV or an older cache may leave them out
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# The most a row may state: the ranges a plan file holds its offer to (plan.planfile), so any offer read here
+# can be saved in a plan (a min_billed_s beyond them ended `plan --save` in a traceback).
+MAX_GPU_COUNT = 4096
+MAX_PRICE_PER_HOUR = 1e5
+MAX_BILLING_UNIT_S = 86_400  # a day
+MAX_MIN_BILLED_S = 86_400 * 31  # a month
 
 
 @dataclass(frozen=True)
@@ -90,15 +97,28 @@ def date_span(offers: list[Offer]) -> str | None:
     return ", ".join(parts) or None
 
 
-def _number(raw: str, col: str, where: str, *, integer: bool = False, minimum: float = 0.0) -> float:
+def _number(raw: str, col: str, where: str, *, integer: bool = False, minimum: float = 0.0,
+            maximum: float = math.inf) -> float:
     what = "a whole number" if integer else "a number"
     try:
         value = float(raw)
     except ValueError:
         raise BadInput(f"{where}: column {col}: expected {what}, got {raw!r}") from None
-    if not math.isfinite(value) or value < minimum or (integer and value != int(value)):
-        raise BadInput(f"{where}: column {col}: expected {what} >= {minimum:g}, got {raw!r}")
+    if not math.isfinite(value) or value < minimum or value > maximum or (integer and value != int(value)):
+        upto = (f" and <= {int(maximum)}" if integer else f" and <= {maximum:g}") if math.isfinite(maximum) else ""
+        raise BadInput(f"{where}: column {col}: expected {what} >= {minimum:g}{upto}, got {raw!r}")
     return int(value) if integer else value
+
+
+def _is_date(text: str) -> bool:
+    """YYYY-MM-DD and a real day: '2026-13-45' matched the pattern and was then read as undated, silently."""
+    if not _DATE.match(text):
+        return False
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_row(row: dict[str, str], where: str) -> Offer:
@@ -117,7 +137,7 @@ def parse_row(row: dict[str, str], where: str) -> Offer:
         hint = did_you_mean(cell["gpu"], [g.name for g in list_gpus()]) or "; run `cheaptune gpus` for the list"
         raise BadInput(f"{where}: column gpu: unknown GPU {cell['gpu']!r}{hint}")
     for col in ("date", "read"):
-        if cell[col] and not (_DATE.match(cell[col]) or (col == "date" and cell[col] == UNDATED)):
+        if cell[col] and not (_is_date(cell[col]) or (col == "date" and cell[col] == UNDATED)):
             extra = f" or {UNDATED}" if col == "date" else ""
             raise BadInput(f"{where}: column {col}: expected YYYY-MM-DD{extra}, got {cell[col]!r}")
     basis = cell["basis"] or "quoted"
@@ -128,12 +148,15 @@ def parse_row(row: dict[str, str], where: str) -> Offer:
         provider=cell["provider"].lower(),
         kind=cell["kind"],
         gpu=gpu,
-        gpu_count=int(_number(cell["gpu_count"], "gpu_count", where, integer=True, minimum=1)),
+        gpu_count=int(_number(cell["gpu_count"], "gpu_count", where, integer=True, minimum=1, maximum=MAX_GPU_COUNT)),
         instance_type=cell["instance_type"],
         region=cell["region"],
-        price_per_hour=_number(cell["price_per_hour"], "price_per_hour", where, minimum=1e-9),
-        billing_unit_s=int(_number(cell["billing_unit_s"], "billing_unit_s", where, integer=True, minimum=1)),
-        min_billed_s=int(_number(cell["min_billed_s"], "min_billed_s", where, integer=True)),
+        price_per_hour=_number(cell["price_per_hour"], "price_per_hour", where, minimum=1e-9,
+                               maximum=MAX_PRICE_PER_HOUR),
+        billing_unit_s=int(_number(cell["billing_unit_s"], "billing_unit_s", where, integer=True, minimum=1,
+                                   maximum=MAX_BILLING_UNIT_S)),
+        min_billed_s=int(_number(cell["min_billed_s"], "min_billed_s", where, integer=True,
+                                 maximum=MAX_MIN_BILLED_S)),
         storage_gb_month=_number(cell["storage_gb_month"], "storage_gb_month", where),
         egress_per_gb=_number(cell["egress_per_gb"], "egress_per_gb", where),
         interruption_per_hour=_number(rate, "interruption_per_hour", where) if rate else None,

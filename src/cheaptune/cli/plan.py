@@ -203,11 +203,13 @@ def plan_command(
 
         result.notes += notes(foreign, result.recommended)
     shown, result = _calibrated(result, no_calibration)
+    if save is not None:  # built (and refused, in one line) before anything is shown
+        data = str(Path(dataset).resolve()) if dataset else None
+        saved = to_planfile(result, loadable_name(model, spec), data, label=model,
+                            fields=foreign.settings if foreign else None)
     _show(shown, as_json, markdown, render, wide)
     if save is not None:
-        data = str(Path(dataset).resolve()) if dataset else None
-        planfile.save(to_planfile(result, loadable_name(model, spec), data, label=model,
-                                  fields=foreign.settings if foreign else None), save)
+        planfile.save(saved, save)
         if not as_json:
             typer.echo(f"plan saved to {save}", err=True)
 

@@ -14,6 +14,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cheaptune.catalog.prices import MAX_BILLING_UNIT_S, MAX_MIN_BILLED_S, MAX_PRICE_PER_HOUR
+from cheaptune.catalog.prices import MAX_GPU_COUNT as MAX_GPUS
 from cheaptune.errors import BadInput
 from cheaptune.estimate.settings import TrainSettings
 from cheaptune.util import atomic
@@ -24,8 +26,6 @@ OLD_VERSIONS = {1: "version 1 plan files stored a precision other than the one t
 # The ranges the CLI flags allow (cli.vocab MAX_BUDGET_USD / MAX_GPUS, train --price-per-hour): a hand-edited
 # plan is held to the same, so no number read from it can switch a guard rail off (NaN, inf, negative).
 MAX_USD = 1e9
-MAX_PRICE_PER_HOUR = 1e5
-MAX_GPUS = 4096
 MAX_HOURS = 1e6
 MAX_BYTES = 2**60
 KINDS = ("on-demand", "spot", "community", "secure")  # catalog.prices.KINDS
@@ -69,8 +69,8 @@ class Offer(_Strict):
     instance_type: str | None = None
     # 0 is a machine already paid for (the CPU a plan runs on); launch refuses it (launch.task.select_offers).
     price_per_hour: float = Field(ge=0, le=MAX_PRICE_PER_HOUR, description="USD per instance-hour")
-    billing_unit_s: int = Field(1, ge=1, le=86_400)
-    min_billed_s: int = Field(60, ge=0, le=86_400 * 31)
+    billing_unit_s: int = Field(1, ge=1, le=MAX_BILLING_UNIT_S)
+    min_billed_s: int = Field(60, ge=0, le=MAX_MIN_BILLED_S)
     total_cost: float | None = Field(None, ge=0, le=MAX_USD, description="this offer's expected total for the job, USD")
     price_basis: str = Field("quoted", description="quoted | derived (e.g. spot as a share of on-demand) | range-low")
     price_as_of: str = Field("undated", description="the date the price's source gives")
@@ -164,6 +164,12 @@ def _not_finite(value: Any, where: str = "") -> Iterator[tuple[str, float]]:
 
 def problem(path: Path, err: ValidationError) -> str:
     """One line for every field that failed: where, what is wrong, the value given, and how to fix it."""
+    return (f"plan file {path}: {fields_wrong(err)}; fix the value or make the plan again with "
+            f"`cheaptune plan ... --save {path}`")
+
+
+def fields_wrong(err: ValidationError) -> str:
+    """The first three fields that failed (where, what is wrong, the value given), and how many more."""
     found = err.errors()
     parts = []
     for e in found[:3]:
@@ -171,5 +177,4 @@ def problem(path: Path, err: ValidationError) -> str:
         given = f" (got {e['input']!r})" if e["type"] != "missing" and not isinstance(e["input"], dict | list) else ""
         parts.append(f"{where}: {e['msg']}{given}")
     more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-    return (f"plan file {path}: {'; '.join(parts)}{more}; fix the value or make the plan again with "
-            f"`cheaptune plan ... --save {path}`")
+    return f"{'; '.join(parts)}{more}"

@@ -9,7 +9,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from pydantic import ValidationError
+
 import cheaptune
+from cheaptune.errors import BadInput
 from cheaptune.estimate.policy import training_precision
 from cheaptune.estimate.settings import TrainSettings, for_gpu
 from cheaptune.estimate.time.speedups import PLANNED
@@ -56,15 +59,20 @@ def to_planfile(r: PlanResult, model: str, dataset: str | None = None, label: st
         raise ValueError("an infeasible plan has nothing to save")
     w = r.workload
     cost = {k: best.cost[k] for k in ("compute", "storage", "egress", "spot_overhead", "total")}
-    prediction = planfile.Prediction(
-        peak_vram_bytes=best.peak_vram_bytes, gpu_memory_bytes=best.gpu_memory_bytes, tokens=w.tokens,
-        tokens_per_s=best.tokens_per_s, hours=best.hours,
-        cost=planfile.CostBreakdown(**cost, pessimistic_total=best.pessimistic_total if best.spot else None),
-    )
-    return planfile.PlanFile(
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), cheaptune_version=cheaptune.__version__,
-        model=model, model_label=label if label and label != model else None, dataset=dataset,
-        train=settings_of(best, r, fields), offer=_offer(best), prediction=prediction,
-        budget_usd=r.constraints.budget_usd, deadline_hours=r.constraints.deadline_hours,
-        alternatives=[_offer(o) for o in r.alternatives()],
-    )
+    try:
+        prediction = planfile.Prediction(
+            peak_vram_bytes=best.peak_vram_bytes, gpu_memory_bytes=best.gpu_memory_bytes, tokens=w.tokens,
+            tokens_per_s=best.tokens_per_s, hours=best.hours,
+            cost=planfile.CostBreakdown(**cost, pessimistic_total=best.pessimistic_total if best.spot else None),
+        )
+        return planfile.PlanFile(
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"), cheaptune_version=cheaptune.__version__,
+            model=model, model_label=label if label and label != model else None, dataset=dataset,
+            train=settings_of(best, r, fields), offer=_offer(best), prediction=prediction,
+            budget_usd=r.constraints.budget_usd, deadline_hours=r.constraints.deadline_hours,
+            alternatives=[_offer(o) for o in r.alternatives()],
+        )
+    except ValidationError as err:  # the plan file holds figures to the ranges train and launch accept
+        raise BadInput(f"--save: the recommended option's figures are beyond what a plan file holds "
+                       f"({planfile.fields_wrong(err)}); `train` and `launch` would refuse it: plan less work "
+                       "(--tokens, --epochs) or more GPUs") from None
