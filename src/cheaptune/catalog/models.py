@@ -88,10 +88,22 @@ class _Row(BaseModel):
         missing = [f for f in REQUIRED_FIELDS if f not in cfg]
         if missing:
             raise ValueError(f"config lacks {', '.join(missing)}")
-        for f in REQUIRED_FIELDS[1:]:
-            if not isinstance(cfg[f], int) or cfg[f] <= 0:
-                raise ValueError(f"config.{f} must be a positive integer")
+        wrong = shape_problem(cfg)
+        if wrong:
+            raise ValueError(wrong)
         return cfg
+
+
+def shape_problem(cfg: dict[str, Any]) -> str | None:
+    """What is wrong with the fields every estimate reads (REQUIRED_FIELDS), all present: a model_type that is no
+    name, or a size that is no positive whole number (`"hidden_size": "64"`, `64.5`, `true`, `0` each ended in a
+    traceback from transformers or an estimate of a model with no layers); None when they are sound."""
+    if not isinstance(cfg["model_type"], str) or not cfg["model_type"].strip():
+        return f"config.model_type must be a model type name like \"llama\" (got {cfg['model_type']!r})"
+    for f in REQUIRED_FIELDS[1:]:
+        if isinstance(cfg[f], bool) or not isinstance(cfg[f], int) or cfg[f] <= 0:
+            return f"config.{f} must be a positive integer (got {cfg[f]!r})"
+    return None
 
 
 def _load(path: Path) -> tuple[ModelSpec, ...]:
@@ -135,6 +147,9 @@ def read_config(path: Path) -> dict[str, Any]:
     missing = [f for f in REQUIRED_FIELDS if f not in cfg]
     if missing:
         raise BadInput(f"{path}: config lacks {', '.join(missing)}; is this a decoder LLM's config.json?")
+    wrong = shape_problem(cfg)
+    if wrong:
+        raise BadInput(f"{path}: {wrong}; fix config.json")
     return cfg
 
 
@@ -248,11 +263,16 @@ def to_hf_config(spec: ModelSpec, **overrides: Any):
 
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # its checks of fields a size does not read (a default bos id past a small
+    from huggingface_hub.errors import StrictDataclassError
+
     try:  # vocabulary: gpt_bigcode's) printed lines under `cheaptune models`
         return AutoConfig.for_model(spec.config["model_type"], **fields)
     except (ValueError, KeyError) as err:
         raise BadInput(f"model {spec.id!r}: transformers cannot build model_type "
                        f"{spec.config['model_type']!r} ({err}); upgrade transformers or pick another model") from None
+    except (StrictDataclassError, TypeError, AttributeError) as err:  # its config classes check each field
+        raise BadInput(f"model {spec.id!r}: transformers refuses its config ({' '.join(str(err).split())}); "
+                       "fix config.json") from None
     finally:
         hf_logging.set_verbosity(level)
 

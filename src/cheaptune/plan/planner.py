@@ -122,7 +122,8 @@ def make_plan(
         biggest = max(gpus, key=lambda g: g.memory_bytes).name if gpus else None
         result.advice = explain.feasibility_advice(excluded, c, w, biggest)
         reasons = explain.budget_only(excluded, c) or "; ".join(e.reason for e in explain.closest(excluded, c)) or "no offers match the filters"
-        err = Infeasible(f"no feasible option ({reasons}). To make it feasible: " + "; ".join(result.advice))
+        fix = f". To make it feasible: {'; '.join(result.advice)}" if result.advice else ""  # none: the reason says it
+        err = Infeasible(f"no feasible option ({reasons}){fix}")
         err.result = result  # the CLI prints exclusions and advice from it
         raise err
     best = ranked[0]

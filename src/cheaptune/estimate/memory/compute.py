@@ -14,16 +14,17 @@ CUSTOM_CODE = "model type needs custom code"  # the one fallback that is not a f
 
 
 def hf_config(cfg: dict):
-    """A transformers config for a config.json dict; None when it needs custom (remote) code."""
+    """A transformers config for a config.json dict; None when it needs custom (remote) code. A model_type
+    transformers knows whose fields it refuses (hidden size not a multiple of the heads, a string for a size)
+    is bad input, said in one line, not estimated by formula as if it were custom code."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
     from cheaptune.catalog.models import ModelSpec, to_hf_config
 
     model_type = cfg.get("model_type")
-    if not model_type:
-        return None
-    try:
-        return to_hf_config(ModelSpec(id="config", family=str(model_type), config=cfg))
-    except BadInput:
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
         return None  # unknown to transformers: custom code
+    return to_hf_config(ModelSpec(id="config", family=model_type, config=cfg))
 
 
 def _simulated(req, cfg: dict):
