@@ -18,6 +18,7 @@ import pytest
     (("plan", "Llama-3.2-1B", "--tokens", "1e6", "--gpu", " , "), "--gpu is empty"),
     (("plan", "Llama-3.2-1B", "--tokens", "1e6", "--provider", ""), "--provider is empty"),
     (("plan", "Llama-3.2-1B", "--tokens", "1e6", "--exclude-providers", ","), "--exclude-providers is empty"),
+    (("plan", "Llama-3.2-1B", "--tokens", "1e6", "--method", ""), "--method is empty"),  # planned auto before
     (("plan", "", "--tokens", "1e6"), "the model is empty"),
     (("plan", "--model", " ", "--tokens", "1e6"), "the model is empty"),
 ])

@@ -118,7 +118,8 @@ def plan_command(
                            lora_r=lora_r, epochs=epochs, effective_batch=effective_batch, lora_targets=lora_targets)
         model, seq_len, lora_r = str(foreign.request.model), foreign.request.seq_len, foreign.request.lora_r
         lora_targets = foreign.request.lora_targets
-        epochs, effective_batch, method = foreign.epochs, foreign.effective_batch, method or foreign.request.method
+        epochs, effective_batch = foreign.epochs, foreign.effective_batch
+        method = foreign.request.method if method is None else method
         dataset = dataset or (Path(foreign.dataset) if foreign.dataset else None)
         missing = foreign.missing_dataset_error(config)
         if dataset is None and tokens is None and examples is None and missing is not None:
@@ -135,7 +136,7 @@ def plan_command(
 
         destination(save)  # a folder or device as --save fails now, not after the plan is made
     constraints = Constraints(
-        methods=parse_methods(method or "auto"), budget_usd=budget, deadline_hours=deadline,
+        methods=parse_methods("auto" if method is None else method), budget_usd=budget, deadline_hours=deadline,
         providers=names_given("--provider", _given(providers), "cheaptune prices"),
         exclude_providers=names_given("--exclude-providers", _given(exclude_providers), "cheaptune prices"),
         spot=spot.lower(), community=community,
