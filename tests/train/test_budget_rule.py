@@ -49,7 +49,7 @@ def test_a_config_cap_over_the_plans_does_not_start_a_plan_over_its_budget(plan,
     assert code == 3 and "$3.00" in err and "$2.00" in err and len(err.strip().splitlines()) == 1, err
 
 
-@pytest.mark.parametrize("bad", [".nan", "lots", "-1"])
+@pytest.mark.parametrize("bad", [".nan", "lots", "-1", "true"])
 def test_a_config_cap_that_is_no_positive_number_is_refused_not_min_d_away(plan, tmp_path, bad):
     """min() would drop a NaN (min(4, nan) is 4) or let a string raise a TypeError: the rule hands such a value on
     to the config's validation, which says it in one line."""

@@ -108,13 +108,14 @@ class TrainConfig(GrpoFields, BaseModel):
                           "_check_versions, one line naming the key)")
     trainer: str | None = Field(None, description="trainer profile the estimate sizes (NAME or NAME==VERSION); "
                                 "default cheaptune")
-    # guard rails (cheaptune.runs.guard.GuardSettings)
-    price_per_hour: float | None = Field(None, ge=0)
+    # guard rails (cheaptune.runs.guard.GuardSettings); the meter's price and the caps are numbers, strictly: in
+    # pydantic's lax mode `budget_usd: true` was a $1 cap and `price_per_hour: yes` a $1/h meter, silently
+    price_per_hour: float | None = Field(None, ge=0, strict=True)
     gpu_count: int = Field(1, ge=1)
     billing_unit_s: int = Field(1, ge=1)
     min_billed_s: int = Field(0, ge=0)
-    budget_usd: float | None = Field(None, gt=0)
-    max_hours: float | None = Field(None, gt=0)
+    budget_usd: float | None = Field(None, gt=0, strict=True)
+    max_hours: float | None = Field(None, gt=0, strict=True)
     alert_thresholds: list[float] = Field(default_factory=lambda: [0.5, 0.8, 1.0])
     webhook_url: str | None = None
     alert_command: list[str] | None = None
