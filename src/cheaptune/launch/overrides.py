@@ -10,7 +10,10 @@ from cheaptune.errors import BadInput
 from cheaptune.plan.planfile import Offer, PlanFile
 
 
-def _priced_offer(gpu: str, count: int, provider: str, region: str | None, spot: bool) -> Offer:
+def _priced_offer(gpu: str, count: int, provider: str, region: str | None, spot: bool, base: Offer) -> Offer:
+    """The catalog's offer for the new place, as many instances as `base` (the plan's) over the same network:
+    a multi-node plan moved to another region or provider stays multi-node (it became one node: 8 GPUs running
+    what was sized per GPU for 16)."""
     from cheaptune.catalog.prices import filter_offers
     from cheaptune.catalog.sources import load_offers
 
@@ -25,7 +28,8 @@ def _priced_offer(gpu: str, count: int, provider: str, region: str | None, spot:
         )
     o = hits[0]
     return Offer(
-        provider=o.provider, gpu=o.gpu, gpu_count=o.gpu_count, region=region or o.region, spot=o.spot,
+        provider=o.provider, gpu=o.gpu, gpu_count=o.gpu_count, num_nodes=base.num_nodes, network=base.network,
+        region=region or o.region, spot=o.spot,
         kind=o.kind, instance_type=o.instance_type, price_per_hour=o.price_per_hour,
         billing_unit_s=o.billing_unit_s, min_billed_s=o.min_billed_s, total_cost=None,
     )
@@ -49,7 +53,7 @@ def apply_overrides(
         want_gpu = resolve_gpu(gpu).name if gpu else base.gpu
         out.offer = _priced_offer(
             want_gpu, gpu_count or base.gpu_count, (provider or base.provider).lower(),
-            region, base.spot if spot is None else spot,
+            region, base.spot if spot is None else spot, base,
         )
         out.alternatives = []
     if model is not None:
