@@ -108,3 +108,28 @@ def test_cli_plan_no_speedups(run_cli):
     assert best_on["details"]["speedups"]["options"] == ["torch_compile"]
     assert best_off["details"]["speedups"]["options"] == []
     assert best_on["tokens_per_s"] == pytest.approx(best_off["tokens_per_s"] * COMPILE, rel=1e-3)
+
+
+@pytest.mark.parametrize("speedups", [True, False])
+def test_a_re_priced_option_keeps_the_speed_options_it_was_priced_with(speedups):
+    """The budget search and the data audit re-price the recommendation: under --no-speedups they priced the A100
+    full fine-tune with torch.compile's x1.27 (price_option's default), so --maximize bought more than the plan
+    then showed."""
+    from cheaptune.estimate.cost.cost import constants
+    from cheaptune.plan.budget import plan_for_budget
+    from cheaptune.plan.pricing import repriced
+
+    c = Constraints(speedups=speedups, methods=("full",), gpus=("A100-80GB",))
+    r = make_plan("test-7b", SHAPE_7B, 4096, W, c, BOARDS, OFFERS, fake_fit())
+    best = r.recommended
+    assert best.details["speedups"]["options"] == (["torch_compile"] if speedups else [])
+    again = repriced(best, W, SHAPE_7B, constants())
+    assert (again.tokens_per_s, again.total) == (best.tokens_per_s, best.total)
+
+    def run(cc, ww):
+        return make_plan("test-7b", SHAPE_7B, 4096, ww, cc, BOARDS, OFFERS, fake_fit())
+
+    bought = plan_for_budget(run, Constraints(speedups=speedups, methods=("full",), gpus=("A100-80GB",),
+                                              budget_usd=3 * best.total), W, "epochs", SHAPE_7B)
+    top = bought.recommended
+    assert top.details["interval"]["total_usd"][2] <= 3 * best.total  # what it bought fits the budget at p90

@@ -1,6 +1,6 @@
 """Planning from a budget: the most epochs (or the largest share of the data) a budget buys.
 
-Each priced option is re-priced at a scaled workload (pricing.price_option, pure) and the scale is found
+Each priced option is re-priced at a scaled workload (pricing.repriced, pure) and the scale is found
 by bisection: cost only grows with tokens, though in billing-unit steps. The budget is judged at each option's p90
 total (pricing's interval), so what it buys fits the budget in 9 of 10 cases. The option that buys the most
 wins (ties: the cheaper); the caller then plans that workload under the budget to explain it.
@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from cheaptune.plan.pricing import Option, price_option
+from cheaptune.plan.pricing import Option, repriced
 from cheaptune.plan.workload import Constraints, Workload
 
 MAXIMIZE = ("epochs", "tokens")
@@ -31,7 +31,7 @@ def scaled(w: Workload, what: str, scale: float) -> Workload:
 
 def _within(o: Option, w: Workload, what: str, scale: float, budget: float, deadline: float | None,
             shape: Any, consts: dict) -> bool:
-    p = price_option(o.fit, o.offer, scaled(w, what, scale), shape, consts)
+    p = repriced(o, scaled(w, what, scale), shape, consts)
     return p90_total(p) <= budget and (deadline is None or p.hours <= deadline)
 
 
@@ -78,7 +78,7 @@ def plan_for_budget(run: Callable[[Constraints, Workload], Any], c: Constraints,
     got = most_within(free.options, w, what, c.budget_usd, c.deadline_hours, shape, consts)
     if got is None:
         best = free.recommended
-        floor = p90_total(price_option(best.fit, best.offer, scaled(w, what, 1e-6), shape, consts))
+        floor = p90_total(repriced(best, scaled(w, what, 1e-6), shape, consts))
         free.advice = [f"raise the budget above ${floor:.2f}: start-up and minimum billing of the cheapest option, "
                        f"{best.label()}, cost that before any training"]
         err = Infeasible(f"--budget {c.budget_usd:g} buys no training within the limits. To make it feasible: "

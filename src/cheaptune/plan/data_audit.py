@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from cheaptune.plan.pricing import Option, price_option
+from cheaptune.plan.pricing import Option, repriced
 from cheaptune.plan.workload import Workload
 
 MIN_SEQ = 128
@@ -45,7 +45,7 @@ def audit(w: Workload, best: Option, shape: Any, consts: dict, context: int | No
     if best.fit is None or best.offer is None:
         return lines
     def cost(s: int) -> float:  # the workload prices what trains at `s` (Workload.trained_tokens)
-        return price_option(best.fit, best.offer, dataclasses.replace(w, seq_len=s), shape, consts).total
+        return repriced(best, dataclasses.replace(w, seq_len=s), shape, consts).total
 
     base = cost(seq)
     for s in (seq // 2, seq * 2):

@@ -169,6 +169,13 @@ def other_stack_line(best: Option, workload: Workload, shape: ModelShape, consts
             f"(steptime.yaml stacks.{stack}, fitted on its own public rows; memory not re-estimated)")
 
 
+def repriced(o: Option, workload: Workload, shape: ModelShape, consts: dict[str, float]) -> Option:
+    """The same option (fit, offer, and the speed options it was priced with) for another workload: the budget
+    search and the data audit re-price the recommendation, and with price_option's default they turned the speed
+    options on where the plan had them off (--no-speedups, or a config that sets none)."""
+    return price_option(o.fit, o.offer, workload, shape, consts, tuple(o.details["speedups"]["options"]))
+
+
 def price_option(gf: GpuFit, offer: Any, workload: Workload, shape: ModelShape, consts: dict[str, float],
                  speedups: bool | tuple[str, ...] = True, stack: str = "cheaptune") -> Option:
     """Time, cost and risk of one (method, GPUs, offer); `offer` is one instance of `gf.nodes`. With `speedups`
