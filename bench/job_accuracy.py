@@ -192,7 +192,8 @@ def job_of(row: dict, stack: str, network: str = "ethernet", work: Workload | No
     job = tp.Job(shape, row["method"], work.seq_len, int(row["micro_batch"]), row["grad_ckpt"] == "yes",
                  trainable(spec.config, row), int(row["grad_accum"] or 1), attn=attn, stack=stack,
                  adapted_modules=tp.adapted_per_layer(row.get("lora_targets")),
-                 clip_grads=tp.clips_gradients(ta.FIT_AS.get(row.get("stack", ""), row.get("stack", ""))))
+                 clip_grads=tp.clips_gradients(ta.FIT_AS.get(row.get("stack", ""), row.get("stack", ""))),
+                 **ta.quant_layout(row.get("stack", "")))
     gpus, nodes = int(row["gpus_per_node"]), int(row["nodes"])
     layout = Layout(gpus, nodes, row["sharding"] or None, row["offload"] == "yes", row.get("network") or network)
     return job, resolve_gpu(row["gpu"]), layout, shape

@@ -38,6 +38,7 @@ from scipy import optimize
 
 from cheaptune.catalog.gpus import resolve_gpu
 from cheaptune.catalog.models import resolve_model
+from cheaptune.errors import BadInput
 from cheaptune.estimate.time import intervals
 from cheaptune.estimate.time import throughput as tp
 from cheaptune.estimate.time.scaling import Layout
@@ -125,10 +126,20 @@ def _job(row_id: str) -> tuple[tp.Job, object, Layout, tp.ModelShape]:
                  if row["method"] != "full" else 0)
     job = tp.Job(shape, row["method"], int(row["seq_len"]), int(row["micro_batch"]), row["grad_ckpt"] == "yes",
                  trainable, attn=row["attn"], adapted_modules=tp.adapted_per_layer(row.get("lora_targets")),
-                 clip_grads=tp.clips_gradients(stack_of(row)))  # the row's trainer's default (steptime.yaml)
+                 clip_grads=tp.clips_gradients(stack_of(row)),  # the row's trainer's default (steptime.yaml)
+                 **quant_layout(row.get("stack") or stack_of(row)))
     gpus, nodes = int(row["gpus_per_node"]), int(row["nodes"])
     layout = Layout(gpus, nodes, row["sharding"] or None, row["offload"] == "yes", row["network"] or "ethernet")
     return job, resolve_gpu(row["gpu"]), layout, shape
+
+
+def quant_layout(stack: str) -> dict[str, bool]:
+    """The 4-bit layout (throughput.dequant_layout) of the trainer a row names; a stack with no trainer profile
+    (answerai's fsdp_qlora, vectorlm, ...) loads its 4-bit model through transformers/bitsandbytes as the hf one does."""
+    try:
+        return tp.dequant_layout(stack)
+    except BadInput:
+        return tp.dequant_layout("hf")
 
 
 ROW_INDEX: dict[str, dict] = {}

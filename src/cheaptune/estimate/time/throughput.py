@@ -252,11 +252,44 @@ class Job:
     stack: str = "cheaptune"  # whose trainer runs the step (steptime.yaml stacks): cheaptune = HF Trainer/TRL
     adapted_modules: int = BLOCK_LINEARS["all-linear"]  # linears per block an adapter wraps (adapted_per_layer)
     clip_grads: bool = True  # gradient-norm clipping each optimizer step (clips_gradients: the HF Trainer's default)
+    head_4bit: bool = False  # QLoRA: the LM head is a 4-bit linear too (dequant_layout: litgpt quantizes every Linear)
+    dequant_cast: bool = False  # QLoRA: weights dequantise to fp16, then cast to the bf16 compute dtype (dequant_layout)
 
     @property
     def rows(self) -> int:
         """Sequences per micro-step."""
         return self.micro_batch * (1 if self.objective == "sft" else 2)
+
+
+def quantized_params(shape: ModelShape, head_4bit: bool = False) -> int:
+    """Weights a QLoRA step holds in 4 bits: every parameter but the embeddings, as transformers' 4-bit loader keeps
+    the output embedding and tied weights in 16 bits (quantizers/base.py get_keys_to_not_convert), plus the LM head
+    where the trainer quantizes every Linear (`head_4bit`; litgpt keeps its own head even where the config ties it).
+    Every expert of an MoE counts: a micro-step of many tokens routes to all of them."""
+    embeddings = shape.vocab * shape.hidden * (1 if shape.tied_embeddings else 2)
+    return max(0, shape.params - embeddings) + (shape.vocab * shape.hidden if head_4bit else 0)
+
+
+def dequant_seconds(job: Job, bw: float, table: dict) -> float:
+    """One micro-step's QLoRA dequantisation: passes (forward, its recompute under checkpointing and any reference
+    forward, the backward's input gradient) x 4-bit weights (quantized_params) x bytes per weight per pass, over the
+    bandwidth; plus the fp16-to-bf16 cast's bytes where the trainer quantized from fp16 (`dequant_cast`, at bf16
+    compute: steptime.yaml dequant.cast_bytes_per_param)."""
+    dq = table["dequant"]
+    passes = _v(dq["passes_forward"]) * ((2 if job.grad_ckpt else 1) + job.reference) + _v(dq["passes_backward"])
+    per = _v(dq["bytes_per_param"])
+    if job.dequant_cast and job.precision == "bf16":
+        per += _v(dq["cast_bytes_per_param"])
+    return passes * quantized_params(job.shape, job.head_4bit) * per / bw
+
+
+def dequant_layout(trainer: str) -> dict[str, bool]:
+    """The Job fields of a trainer's 4-bit layout, from its profile (estimate/data/profiles.yaml, the facts the memory
+    simulation builds the same model from): all_linears_4bit (its head is a 4-bit Linear) and quant_state_fp16."""
+    from cheaptune.estimate.memory.profiles import get_profile
+
+    profile = get_profile(trainer)
+    return {"head_4bit": profile.all_linears_4bit, "dequant_cast": profile.quant_state_fp16}
 
 
 @dataclass(frozen=True)
@@ -304,11 +337,8 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     micro_fixed = shape.layers * (_v(fixed[kind]) + wrapped * _v(fixed.get("per_module", 0.0)) + sharded)
     bw = gpu.mem_bw_gbs * 1e9
     micro_elementwise = tokens * elementwise_bytes_per_token(shape, job, consts) / bw
-    micro_dequant = 0.0
+    micro_dequant = dequant_seconds(job, bw, table) if job.method == "qlora" else 0.0
     dq = table["dequant"]
-    if job.method == "qlora":
-        passes = _v(dq["passes_forward"]) * ((2 if job.grad_ckpt else 1) + job.reference) + _v(dq["passes_backward"])
-        micro_dequant = passes * shape.matmul_params * _v(dq["bytes_per_param"]) / bw
     trainable = shape.params if job.method == "full" else job.trainable_params
     weight_bytes = 2.0 if job.precision != "fp32" else 4.0
     stored = shape.params * (_v(dq["stored_bytes_per_param"]) if job.method == "qlora" else weight_bytes)
@@ -347,7 +377,8 @@ def step_time_for(req: Any, trainable_params: int, gpu: Any, gpus_per_node: int 
     job = Job(ModelShape.from_config(cfg, count_params(cfg)), req.method, req.seq_len, req.micro_batch,
               req.grad_ckpt, trainable_params, grad_accum, precision, req.attn, req.objective,
               reference_passes(req.objective, req.precompute_ref, epochs), stack_for(req.trainer),
-              adapted_per_layer(getattr(req, "lora_targets", None)), clips_gradients(stack_for(req.trainer)))
+              adapted_per_layer(getattr(req, "lora_targets", None)), clips_gradients(stack_for(req.trainer)),
+              **dequant_layout(req.trainer))
     gpus = gpus_per_node * nodes
     sharding = (req.sharding or "ddp") if gpus > 1 else None
     return step_time(job, gpu, scaling.Layout(gpus_per_node, nodes, sharding, req.offload, network))
