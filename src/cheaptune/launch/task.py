@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,11 +247,11 @@ def with_run_budget(plan: PlanFile, opts: LaunchOptions) -> PlanFile:
     plan predicted over it, exit 3, after the boot was paid for), the staged plan says it and the task passes it
     as `--budget`. A config budget_usd that is no positive number is left to check_run to refuse in one line."""
     from cheaptune.train.config import read_yaml
-    from cheaptune.train.planmerge import run_budget
+    from cheaptune.train.planmerge import is_amount, run_budget
 
     own = read_yaml(opts.config).get("budget_usd") if opts.config is not None else None
     cap = run_budget(plan.budget_usd, own, opts.budget)
-    if isinstance(cap, bool) or not isinstance(cap, int | float) or not math.isfinite(cap) or cap <= 0:
+    if not is_amount(cap) or cap <= 0:
         cap = opts.budget if opts.budget is not None else plan.budget_usd
     return plan if cap == plan.budget_usd else plan.model_copy(update={"budget_usd": float(cap)})
 

@@ -28,10 +28,14 @@ def run_budget(plan_budget: float | None, config_budget: Any = None, flag: float
         return flag
     if config_budget is None:
         return plan_budget
-    if isinstance(config_budget, bool) or not isinstance(config_budget, int | float) \
-            or not math.isfinite(config_budget) or plan_budget is None:
+    if not is_amount(config_budget) or plan_budget is None:
         return config_budget
     return min(plan_budget, config_budget)
+
+
+def is_amount(value: Any) -> bool:
+    """A finite number of dollars as YAML gives it: not a bool (`true` is no cap), not NaN or inf."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
 
 
 def from_plan(path: str | Path, current: dict[str, Any], gpus: int | None = None) -> tuple[dict[str, Any], str | None]:
