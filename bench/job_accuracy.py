@@ -1,6 +1,6 @@
 """Whole jobs: predicted hours vs the wall time public runs report, leave-one-source-out.
 
-Usage: .venv/bin/python bench/job_accuracy.py [--json] [--write-data]
+Usage: .venv/bin/python bench/job_accuracy.py [--json] [--write-data] [--quick]
 Rows: bench/data/jobs_public.csv (each with its settings, wall time, what that wall time covers, URL and source
 date; scope=note rows are skipped). For each job source, the step-time constants of its stack are fitted on the
 throughput rows (bench/data/throughput_public.csv) of every *other* source, as throughput_accuracy.py does, so
@@ -383,7 +383,12 @@ def overlap_doc(folds: dict) -> dict:
 def main(argv: list[str]) -> int:
     jobs = [r for r in csv.DictReader(JOBS.open()) if r.get("scope", "bench") != "note"]
     through = [r for r in csv.DictReader(ta.ROWS.open()) if r.get("scope", "bench") != "note"]
-    results, skipped, folds = evaluate(jobs, through)
+    # --quick: the throughput bench's narrower search (shared constants fixed), for iterating, not for data
+    quick = "--quick" in argv
+    if quick and "--write-data" in argv:
+        print("--quick and --write-data do not mix: fitted data comes from the full search; drop --quick")
+        return 2
+    results, skipped, folds = evaluate(jobs, through, ta.QUICK if quick else ta.GRID)
     # hours: the ratio is of predicted / measured wall time, so r > 1 reads slow, r < 1 fast
     s = ta.summary([{**r, "fitted": r["loso"], "baseline": r["loso"]} for r in results])
     s = {k: ({g: {"loso": v["loso"]} for g, v in s[k].items()} if k != "all" else {"loso": s[k]["loso"]}) for k in s}
