@@ -43,3 +43,24 @@ def describe(lo: Number, hi: Number, *, above: bool = False, whole: bool = False
 
 def _n(x: Number) -> str:
     return str(x) if isinstance(x, int) else f"{x:g}"
+
+
+def typed(ctx: typer.Context, *names: str) -> list[str]:
+    """The flags among parameters `names` the user typed (click's ParameterSource.COMMANDLINE), so a flag
+    that only means something beside another can be refused when given alone, even at its default value
+    (`--generations 8` without `--objective grpo` changes nothing)."""
+    out = []
+    for name in names:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name == "COMMANDLINE":
+            param = next(p for p in ctx.command.params if p.name == name)
+            out.append(max(param.opts, key=len))
+    return out
+
+
+def refuse_alone(ctx: typer.Context, names: tuple[str, ...], needed: bool, need: str, why: str) -> None:
+    """One BadInput line when a flag of `names` was typed while what it goes with is absent (`needed` false):
+    '--nodes needs --gpu: WHY', WHY saying how to fix it."""
+    given = typed(ctx, *names)
+    if given and not needed:
+        raise BadInput(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} {need}: {why}")

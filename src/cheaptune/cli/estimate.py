@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from cheaptune.cli.checks import bounded
+from cheaptune.cli.checks import bounded, refuse_alone
 from cheaptune.cli.vocab import network_option
 
 GIB = 2**30
+GRPO_ONLY = ("generations", "completion_len", "prompt_len", "beta", "generation_backend", "vllm_memory", "expected_len")
+ADAPTER_ONLY = ("lora_r", "lora_alpha", "lora_targets", "lora_dropout", "peft_autocast")
 NEAR_LIMIT = 0.05  # fits, but with less than 5% of the GPU free beyond the headroom
 
 
@@ -181,6 +183,7 @@ def request_from_options(*, config: str | None = None, trainer: str | None = Non
 def register(app: typer.Typer) -> None:
     @app.command("estimate")
     def estimate(
+        ctx: typer.Context,
         model: str = typer.Option(None, "--model", help="Catalog name, hub id, config.json or local model folder."),
         method: str = typer.Option(None, "--method", help="full, lora, qlora, dora, ia3, prompt_tuning, prefix_tuning."),
         lora_r: int = typer.Option(16, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank."),
@@ -251,8 +254,14 @@ def register(app: typer.Typer) -> None:
         from cheaptune.catalog.gpus import resolve_gpu
         from cheaptune.estimate.memory.memory import estimate_memory
 
-        board = resolve_gpu(gpu) if gpu is not None else None  # an unknown GPU fails before the simulation
         grpo = objective.lower() == "grpo"  # an RL step: cli/grpo.py (--micro-batch counts completions)
+        # a flag that only means something beside another is refused alone, not ignored
+        refuse_alone(ctx, ("nodes",), gpu is not None, "--gpu", "nodes only change the step time; for the memory "
+                     f"alone, --gpu-count {gpu_count * nodes} shards over the same GPUs")
+        refuse_alone(ctx, ("network",), gpu is not None and nodes > 1, "--gpu and --nodes 2 or more", "it is the link "
+                     "between nodes, which only the step time uses")
+        refuse_alone(ctx, GRPO_ONLY, grpo, "--objective grpo", "GRPO settings, unused by an SFT, DPO or ORPO step; drop or add it")
+        board = resolve_gpu(gpu) if gpu is not None else None  # an unknown GPU fails before the simulation
         if grpo:
             micro_batch, seq_len = micro_batch or generations, prompt_len + completion_len
         req, foreign = request_from_options(
@@ -262,6 +271,8 @@ def register(app: typer.Typer) -> None:
             grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpu_count * nodes, sharding=sharding,
             offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
             objective="sft" if grpo else objective, precompute_ref=precompute_ref, grad_accum=grad_accum)
+        refuse_alone(ctx, ADAPTER_ONLY, req.method != "full", "an adapter method (--method lora, qlora, dora, ...)",
+                     "a full fine-tune trains every weight and builds no adapter; drop it")
         if grpo:
             from cheaptune.cli.grpo import RlFlags, estimate_grpo
 

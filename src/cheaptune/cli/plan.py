@@ -6,13 +6,15 @@ from pathlib import Path
 
 import typer
 
-from cheaptune.cli.checks import bounded
+from cheaptune.cli.checks import bounded, refuse_alone
 from cheaptune.cli.vocab import Spot, budget_option, json_option, names_given, network_option, spot_option
 
 DEFAULT_SEQ_LEN = 2048  # tokens per packed sequence when --seq-len is not given (capped at the model's context)
+GRPO_ONLY = ("prompts", "steps", "generations", "completion_len", "prompt_len", "beta", "expected_len")
 
 
 def plan_command(
+    ctx: typer.Context,
     model_arg: str | None = typer.Argument(None, metavar="MODEL",
                                            help="Model: catalog name, hub id, config.json or local model folder."),
     dataset: Path | None = typer.Argument(None, metavar="DATA", help="Same as --data (kept as an alias)."),
@@ -97,6 +99,11 @@ def plan_command(
         if dataset is not None:
             raise BadInput("give the dataset once: `--data PATH` or the positional DATA, not both")
         dataset = data
+    # a flag that only means something beside another is refused alone, not ignored
+    refuse_alone(ctx, GRPO_ONLY, objective.lower() == "grpo", "--objective grpo", "GRPO settings, unused by an SFT, DPO "
+                 "or ORPO plan; drop or add it")
+    refuse_alone(ctx, ("avg_tokens",), examples is not None, "--examples N", "it is their average length (with "
+                 "--tokens or a dataset the tokens are known); drop it or give --examples instead")
     if objective.lower() == "grpo":  # an RL run: cli/grpo.py (--effective-batch counts completions)
         if lora_targets is not None:
             raise BadInput("--lora-targets is not planned for --objective grpo (it sizes all-linear); drop it")
@@ -129,6 +136,11 @@ def plan_command(
                        "sizes what `cheaptune train` runs)")
     else:
         model = _one_model(model_arg, model_opt)
+    refuse_alone(ctx, ("skip_bad_rows",), dataset is not None, "a dataset file (--data)", "it leaves the file's bad "
+                 "rows out of the count; drop it with --tokens or --examples")
+    if method is not None and parse_methods(method) == ("full",):
+        refuse_alone(ctx, ("lora_r", "lora_targets"), False, "an adapter method (lora, qlora, dora)",
+                     "--method full trains every weight and builds no adapter; drop it or add the method")
     lora_r, epochs = lora_r or 16, epochs or 1.0
     effective_batch = effective_batch or 16
     if save is not None:
