@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cheaptune.errors import Infeasible
+from cheaptune.errors import BadInput, Infeasible
 from cheaptune.estimate.cost.cost import SECONDS_PER_HOUR, compute_cost
 from cheaptune.estimate.cost.cost import constants as default_constants
 from cheaptune.estimate.policy import compute_dtype
@@ -75,6 +75,18 @@ class PlanResult:
                 and o.total <= best.total * ALTERNATIVE_SLACK][:5]
 
 
+# what an exclusion says of the candidate, not of the model: a board without 4-bit kernels, an offer filtered out
+NOT_FIT_KINDS = frozenset({"hardware", "offers"})
+
+
+def _refuse_the_model(excluded: list[Exclusion]) -> None:
+    """Bad input (exit 2), not Infeasible (exit 3), when every candidate sized was refused by the model itself (its
+    config.json transformers will not build, a method it cannot train): no GPU, budget or deadline changes that."""
+    refused = list(dict.fromkeys(e.reason for e in excluded if e.kind == "model"))  # one line per reason, in order
+    if refused and all(e.kind == "model" or e.kind in NOT_FIT_KINDS for e in excluded):
+        raise BadInput("; ".join(refused))
+
+
 def make_plan(
     model_id: str,
     shape: ModelShape,
@@ -119,6 +131,7 @@ def make_plan(
                                        c.budget_usd is not None or c.deadline_hours is not None else ""))
     result = PlanResult(model_id, w, c, ranked, excluded, [], notes=notes)
     if not ranked:
+        _refuse_the_model(excluded)
         biggest = max(gpus, key=lambda g: g.memory_bytes).name if gpus else None
         result.advice = explain.feasibility_advice(excluded, c, w, biggest)
         reasons = explain.budget_only(excluded, c) or "; ".join(e.reason for e in explain.closest(excluded, c)) or "no offers match the filters"
