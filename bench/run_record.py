@@ -10,6 +10,8 @@ import datetime as dt
 import importlib.metadata as md
 import os
 import platform
+import subprocess
+from pathlib import Path
 
 PACKAGES = ("cheaptune", "torch", "transformers", "peft", "trl", "accelerate", "datasets", "bitsandbytes")
 
@@ -21,9 +23,24 @@ def _version(name: str) -> str | None:
         return None
 
 
+def commit(root: Path = Path(__file__).parents[1]) -> str:
+    """The commit the bench ran on, with '+ uncommitted changes' when src/ or bench/ (results aside) differ from it
+    (the figures are the working tree's), or 'unknown' outside a git checkout."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True,
+                              timeout=30).stdout.strip()
+
+    try:
+        sha = git("rev-parse", "--short=12", "HEAD")
+        dirty = git("status", "--porcelain", "--", "src", "bench", ":(exclude)bench/results")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{sha} + uncommitted changes" if dirty else sha
+
+
 def record() -> dict:
-    """Date, machine and installed versions of the packages behind the figures (None: not installed)."""
-    return {"date": dt.date.today().isoformat(),
+    """Date, commit, machine and installed versions of the packages behind the figures (None: not installed)."""
+    return {"date": dt.date.today().isoformat(), "commit": commit(),
             "machine": {"cpu_cores": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
                         "platform": platform.platform(), "python": platform.python_version()},
             "versions": {name: _version(name) for name in PACKAGES}}

@@ -33,7 +33,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import yaml
-from run_record import stamp
+from run_record import commit, stamp
 from scipy import optimize
 
 from cheaptune.catalog.gpus import resolve_gpu
@@ -404,8 +404,11 @@ def write_data(results: list[dict], tables: dict, rows: list[dict], coverage_doc
 
 
 def write_constants(tables: dict, rows: list[dict], path: Path = DATA / "steptime.yaml") -> None:
-    """Set each product stack's fitted values and rows in steptime.yaml in place (comments and sources kept)."""
-    text = path.read_text()
+    """Set each product stack's fitted values and rows in steptime.yaml in place (comments and sources kept), dated
+    the day of this fit and stamped with the commit it ran on: a refit is a new source, dated when it was made."""
+    text, today, ran_on = path.read_text(), dt.date.today().isoformat(), commit()
+    dated = (f'\n    source_date: "{today}"  # the day bench/throughput_accuracy.py --write-data fitted these\n'
+             f'    read: "{today}"\n    commit: "{ran_on}"  # the tree the fit ran on (bench/run_record.py commit)')
     for stack in PRODUCT_STACKS:
         mine = [r for r in rows if stack_of(r) == stack]
         sources = sorted({r["source"] for r in mine})
@@ -415,7 +418,8 @@ def write_constants(tables: dict, rows: list[dict], path: Path = DATA / "steptim
         block = text[head:text.index("    rows:", head)]
         for key, value in tables[stack].items():
             block = re.sub(rf"(\n\s+{key}: {{value: )[^,}}]+", rf"\g<1>{value}", block, count=1)
-        text = text[:head] + block + line + text[end:]
+        old = re.match(r"(\n    (source_date|read|commit): .*)*", text[end:])  # the last fit's stamp, replaced
+        text = text[:head] + block + line + dated + text[end + old.end():]
     path.write_text(text)
 
 
