@@ -79,9 +79,9 @@ MODULE_NAME = re.compile(r"^[A-Za-z_][\w.]*$")
 
 
 def trainable(cfg: dict, row: dict) -> int:
-    """Adapter parameters of the row's targets (unknown target names count nothing), plus whole extra modules
-    (`trainable_extra` names them, e.g. embed_tokens,lm_head); a `trainable_extra` that states its count ('200 virtual
-    tokens (614,400 trainable parameters)', prompt and prefix tuning) is that count, not module names."""
+    """Adapter parameters of the row's targets (unknown target names count nothing); a `trainable_extra` that states
+    its count ('200 virtual tokens (614,400 trainable parameters)', prompt and prefix tuning) is that count. Whole
+    modules it names (embed_tokens,lm_head) are counted by saved_modules, not as adapter weights."""
     if row["method"] == "full":
         return 0
     stated = STATED_TRAINABLE.search(row.get("trainable_extra") or "")
@@ -91,9 +91,18 @@ def trainable(cfg: dict, row: dict) -> int:
     r = int(row["lora_r"] or 0)
     known = [t for t in (row["lora_targets"] or "").split(",") if t.strip() and (
         t.strip() in ("mlp", "all-linear") or t.strip().removesuffix("_proj") + "_proj" in ta.LINEAR)]
-    n = ta.lora_params(cfg, r, ",".join(known)) if known or not row["lora_targets"] else 0
-    extra = [m for m in (row.get("trainable_extra") or "").split(",") if MODULE_NAME.match(m.strip())]
-    return n + len(extra) * int(cfg.get("vocab_size", 0)) * int(cfg["hidden_size"])
+    return ta.lora_params(cfg, r, ",".join(known)) if known or not row["lora_targets"] else 0
+
+
+def saved_modules(cfg: dict, row: dict) -> tuple[int, int]:
+    """(weights, linear weights) of the whole modules a row trains in place (`trainable_extra` names them, peft
+    modules_to_save: embed_tokens, lm_head; vocab x hidden each): trained like any weight, but only the head is a
+    matmul (throughput.Job.saved_params)."""
+    if row["method"] == "full" or STATED_TRAINABLE.search(row.get("trainable_extra") or ""):
+        return 0, 0
+    names = [m.strip() for m in (row.get("trainable_extra") or "").split(",") if MODULE_NAME.match(m.strip())]
+    each = int(cfg.get("vocab_size", 0)) * int(cfg["hidden_size"])
+    return len(names) * each, sum(n != "embed_tokens" for n in names) * each
 
 
 def load_lengths(path: Path = LENGTHS) -> dict[str, dict]:
@@ -189,9 +198,11 @@ def job_of(row: dict, stack: str, network: str = "ethernet", work: Workload | No
     shape = tp.ModelShape.from_config(spec.config, spec.params)
     work = work or workload(row)
     attn = ATTN_AS.get(row["attn"], row["attn"]) or "sdpa"
+    saved, saved_matmul = saved_modules(spec.config, row)
     job = tp.Job(shape, row["method"], work.seq_len, int(row["micro_batch"]), row["grad_ckpt"] == "yes",
                  trainable(spec.config, row), int(row["grad_accum"] or 1), attn=attn, stack=stack,
                  adapted_modules=tp.adapted_per_layer(row.get("lora_targets")),
+                 saved_params=saved, saved_matmul_params=saved_matmul,
                  clip_grads=tp.clips_gradients(ta.FIT_AS.get(row.get("stack", ""), row.get("stack", ""))),
                  **ta.quant_layout(row.get("stack", "")))
     gpus, nodes = int(row["gpus_per_node"]), int(row["nodes"])
@@ -227,7 +238,8 @@ def predict(row: dict, table: dict, consts: dict, network: str) -> dict:
     train_s = work.tokens / st.tokens_per_s
     extra = {}
     if "eval" in terms:  # forward passes only: the forward's share of a training token's FLOPs
-        f = tp.flops_per_token(shape, job.method, job.seq_len, job.grad_ckpt, job.trainable_params)
+        f = tp.flops_per_token(shape, job.method, job.seq_len, job.grad_ckpt, job.trainable_params,
+                               saved_matmul_params=job.saved_matmul_params)
         evals = work.sequences // (job.micro_batch * job.grad_accum * layout.gpus) // int(row["eval_every"])
         extra["eval"] = evals * float(row["eval_examples"]) * job.seq_len / st.tokens_per_s * f.forward / f.total
     if "load" in terms:
@@ -246,7 +258,7 @@ def save_seconds(row: dict, work: Workload, job: tp.Job, layout: Layout, consts:
     checkpoint (weights + AdamW state in the row's `precision`, the method's default when blank) written by one
     process at the start-up file's disk rate, as FULL_STATE_DICT gathers to rank 0 and as one GPU writes."""
     steps = int(work.sequences // (job.micro_batch * job.grad_accum * layout.gpus))
-    trained = job.shape.params if job.method == "full" else job.trainable_params
+    trained = job.shape.params if job.method == "full" else job.trainable_params + job.saved_params
     ckpt = artifact_sizes(job.method, job.shape.params, trained, (row.get("precision") or "").strip() or None)
     return steps // int(row["save_every"]) * ckpt.checkpoint_bytes / consts["disk_write_bytes_per_s"]
 

@@ -238,9 +238,11 @@ def test_a_stated_trainable_count_is_read_as_a_count_not_as_module_names(bench):
     row = {"method": "prompt_tuning", "lora_r": "", "lora_targets": "", "trainable_extra": ""}
     assert ja.trainable(cfg, {**row, "trainable_extra": "200 virtual tokens (614,400 trainable parameters)"}) == 614_400
     assert ja.trainable(cfg, {**row, "trainable_extra": "200 virtual tokens (11.5M trainable parameters)"}) == 11_500_000
-    # whole modules still count vocab x hidden each
-    assert ja.trainable(cfg, {**row, "method": "lora", "lora_r": "0", "trainable_extra": "embed_tokens,lm_head"}) \
-        == 2 * 1000 * 64
+    # whole modules (peft modules_to_save) are no adapter weights: vocab x hidden each, only the head a matmul
+    whole = {**row, "method": "lora", "lora_r": "0", "trainable_extra": "embed_tokens,lm_head"}
+    assert ja.trainable(cfg, whole) == 0
+    assert ja.saved_modules(cfg, whole) == (2 * 1000 * 64, 1000 * 64)
+    assert ja.saved_modules(cfg, {**row, "trainable_extra": "200 virtual tokens (614,400 trainable parameters)"}) == (0, 0)
 
 
 def test_prompt_tuning_runs_its_virtual_tokens_in_every_sequence(bench):

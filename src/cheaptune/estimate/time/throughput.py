@@ -116,11 +116,13 @@ def reference_passes(objective: str, precompute_ref: bool = False, epochs: float
 
 def flops_per_token(
     shape: ModelShape, method: str, seq_len: int, grad_ckpt: bool, trainable_params: int = 0,
-    reference: float = 0.0,
+    reference: float = 0.0, saved_matmul_params: int = 0,
 ) -> FlopsPerToken:
     """Training FLOPs per token. Backward = input gradients (one forward's matmuls, two of attention's,
     which has no weights) + weight gradients (one forward's matmuls, only where trainable); `reference`
-    plain forwards of the frozen model on top (reference_passes)."""
+    plain forwards of the frozen model on top (reference_passes). `saved_matmul_params`: weights of whole linear
+    modules an adapter trains in place (peft modules_to_save, e.g. an LM head): a weight gradient each and no more,
+    as their forward is the frozen module's, already counted (Job.saved_params)."""
     attn = 2 * 2 * seq_len * shape.hidden * shape.layers * CAUSAL_FRACTION
     fwd = 2 * shape.matmul_params + attn
     full = method == "full"
@@ -128,7 +130,7 @@ def flops_per_token(
     return FlopsPerToken(
         forward=fwd + adapters,
         backward_activations=2 * shape.matmul_params + 2 * attn + adapters,
-        backward_weights=2 * shape.matmul_params if full else adapters,
+        backward_weights=2 * shape.matmul_params if full else adapters + 2 * saved_matmul_params,
         recompute=fwd + adapters if grad_ckpt else 0.0,
         attention=attn * ((4 if grad_ckpt else 3) + reference),
         reference=reference * fwd,
@@ -254,6 +256,13 @@ class Job:
     clip_grads: bool = True  # gradient-norm clipping each optimizer step (clips_gradients: the HF Trainer's default)
     head_4bit: bool = False  # QLoRA: the LM head is a 4-bit linear too (dequant_layout: litgpt quantizes every Linear)
     dequant_cast: bool = False  # QLoRA: weights dequantise to fp16, then cast to the bf16 compute dtype (dequant_layout)
+    # Whole modules an adapter method trains in place (peft modules_to_save: embed_tokens, lm_head): their weights
+    # (saved_params) take gradients and AdamW state like any trainable weight, but add no forward: peft's
+    # ModulesToSaveWrapper runs the trained copy instead of the frozen module (peft 0.21.2 utils/other.py
+    # ModulesToSaveWrapper._forward_wrapped, pip wheel; the rows' older releases not read).
+    # Only the linear ones (saved_matmul_params) add a weight gradient's FLOPs; an embedding is a lookup.
+    saved_params: int = 0
+    saved_matmul_params: int = 0
 
     @property
     def rows(self) -> int:
@@ -324,7 +333,8 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     table = table or load_table()
     layout = layout or scaling.Layout()
     shape, tokens = job.shape, job.rows * job.seq_len
-    f = flops_per_token(shape, job.method, job.seq_len, job.grad_ckpt, job.trainable_params, job.reference)
+    f = flops_per_token(shape, job.method, job.seq_len, job.grad_ckpt, job.trainable_params, job.reference,
+                        job.saved_matmul_params)
     rate = sustained_rate(gpu, job.precision, table) * matmul_efficiency(tokens, shape.hidden, table, job.stack,
                                                                      job.method == "full")
     attn_eff = attention_efficiency(job.attn, gpu, table)
@@ -339,7 +349,7 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     micro_elementwise = tokens * elementwise_bytes_per_token(shape, job, consts) / bw
     micro_dequant = dequant_seconds(job, bw, table) if job.method == "qlora" else 0.0
     dq = table["dequant"]
-    trainable = shape.params if job.method == "full" else job.trainable_params
+    trainable = shape.params if job.method == "full" else job.trainable_params + job.saved_params
     weight_bytes = 2.0 if job.precision != "fp32" else 4.0
     stored = shape.params * (_v(dq["stored_bytes_per_param"]) if job.method == "qlora" else weight_bytes)
     if job.method != "full":
