@@ -26,7 +26,9 @@ which prefetches the next module in backward itself; only the FSDP1 paths defaul
 torch's BackwardPrefetch docstring says None "has no overlap" (torch 2.13 distributed/fsdp/api.py L91-94): not timed,
 as neither the CLI nor any bench row runs it. FSDP's per-unit work each micro-step beyond the bytes (hooks, stream
 waits, collective launches) is a fitted cost per layer (gathers_per_unit; steptime.yaml fixed_per_layer_s.sharded).
-Constants: data/steptime.yaml.
+ZeRO-3 under gradient checkpointing gathers the weights three times a micro-step, not two (gathers_per_micro): its
+hooks run on every submodule's forward, the recompute's too, and release the weights after it, so the backward
+fetches them again. Constants: data/steptime.yaml.
 """
 
 from __future__ import annotations
@@ -168,6 +170,20 @@ def gathers_per_unit(layout: Layout) -> bool:
     return layout.sharding == "fsdp" and layout.gpus > 1
 
 
+def gathers_per_micro(layout: Layout, grad_ckpt: bool) -> int:
+    """All-gathers of the stored weights each micro-step: forward and backward, plus the recompute's under ZeRO-3
+    with gradient checkpointing. DeepSpeed's forward pre-hook fetches every parameter not available on the
+    recompute forward too and its post-hook partitions them again at that submodule's end (huggingface/transformers
+    #47254, 2026-07-10, tracing DeepSpeed v0.19.2 runtime/zero/partition_parameters.py L315; the same hook firing in
+    the recompute: deepspeedai/DeepSpeed#4784, 2023-12-07, parameter_offload.py pre_sub_module_forward_function),
+    so the backward fetches them once more. FSDP keeps a unit gathered through a recompute nested inside it (torch
+    2.13 distributed/fsdp/_runtime_utils.py L373-380, L468-471; _fully_shard/_fsdp_state.py L293-303): two, as
+    cheaptune's fsdp_activation_checkpointing runs. Not modelled: the HF Trainer's own gradient checkpointing wraps
+    each FSDP unit from outside, which in its reentrant form (transformers before 5.x) re-gathers too ("a redundant
+    all-gather in the backward pass", transformers 5.24.0 training_args.py L692-695); no row states its versions."""
+    return 3 if layout.sharding == "zero3" and grad_ckpt else 2
+
+
 def _ring(nbytes: float, n: int, gbs: float, factor: float) -> float:
     return 0.0 if n <= 1 else factor * (n - 1) / n * nbytes / (gbs * 1e9)
 
@@ -182,18 +198,20 @@ def _collective(nbytes: float, layout: Layout, gpu: Any, table: dict, factor: fl
     return _ring(nbytes, layout.gpus, gbs, factor)
 
 
-def communication(layout: Layout, gpu: Any, stored_bytes: float, grad_bytes: float, table: dict) -> Comm:
+def communication(layout: Layout, gpu: Any, stored_bytes: float, grad_bytes: float, table: dict,
+                  gathers: int = 2) -> Comm:
     """Transfers for one GPU's share: `stored_bytes` are the weights as stored (bf16, or NF4 for QLoRA)
-    plus trainable ones, `grad_bytes` the trainable gradients."""
+    plus trainable ones, `grad_bytes` the trainable gradients; `gathers` all-gathers of them per micro-step
+    (gathers_per_micro)."""
     if layout.gpus <= 1 and not layout.offload:
         return Comm()
     host = float(table["links"]["host_pcie_gbs"]["value"]) * 1e9
     n, serial = layout.gpus, serial_link(layout, gpu)
     if layout.sharding in GATHERING:
-        micro = 2 * _collective(stored_bytes, layout, gpu, table, 1.0)
+        micro = gathers * _collective(stored_bytes, layout, gpu, table, 1.0)
         scatter = _collective(grad_bytes, layout, gpu, table, 1.0)
-        if layout.offload:  # the shard goes up for forward and backward, its gradients come down
-            micro += (2 * stored_bytes + grad_bytes) / n / host
+        if layout.offload:  # the shard goes up for each gather, its gradients come down
+            micro += (gathers * stored_bytes + grad_bytes) / n / host
         if layout.sharding == "fsdp":  # no_sync on every micro-step but the last (module docstring)
             return Comm(per_micro_s=micro, last_micro_s=scatter, serial_link=serial)
         return Comm(per_micro_s=micro + scatter, serial_link=serial)
