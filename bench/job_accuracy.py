@@ -203,21 +203,10 @@ def job_of(row: dict, stack: str, network: str = "ethernet", work: Workload | No
                  trainable(spec.config, row), int(row["grad_accum"] or 1), attn=attn, stack=stack,
                  adapted_modules=tp.adapted_per_layer(row.get("lora_targets")),
                  saved_params=saved, saved_matmul_params=saved_matmul,
-                 clip_grads=tp.clips_gradients(ta.FIT_AS.get(row.get("stack", ""), row.get("stack", ""))),
-                 **ta.quant_layout(row.get("stack", "")))
+                 clip_grads=tp.clips_gradients(ta.row_stack(row).fit), **ta.quant_layout(ta.row_stack(row).trainer))
     gpus, nodes = int(row["gpus_per_node"]), int(row["nodes"])
     layout = Layout(gpus, nodes, row["sharding"] or None, row["offload"] == "yes", row.get("network") or network)
     return job, resolve_gpu(row["gpu"]), layout, shape
-
-
-def fit_stack_of(row: dict, table: dict) -> str:
-    """The stack whose constants time the row: the product's own mapping (FIT_AS, then steptime.yaml's
-    `same_as`, e.g. litgpt borrows torchtune's: both are plain PyTorch loops), so a row is predicted as
-    `estimate --trainer` would predict it."""
-    stack = ta.FIT_AS.get(row["stack"], row["stack"])
-    while "same_as" in table["stacks"].get(stack, {}):
-        stack = table["stacks"][stack]["same_as"]
-    return stack
 
 
 def wall_terms(row: dict) -> set[str]:
@@ -271,7 +260,7 @@ def network_of(row: dict, through: list[dict]) -> str:
 
 def constants_of(row: dict, tables: dict, base: dict, overlap: float) -> dict:
     """The constants that time `row`: its stack's step-time fit in `tables` and the serial-link overlap."""
-    return {**tables.get(fit_stack_of(row, base), tables["pooled"]), "serial_link_overlap": overlap}
+    return {**tables.get(ta.row_stack(row, base).timed, tables["pooled"]), "serial_link_overlap": overlap}
 
 
 def predict_with(row: dict, c: dict, base: dict, consts: dict, through: list[dict]) -> dict:
@@ -334,7 +323,7 @@ def evaluate(jobs: list[dict], through: list[dict], grid: dict = ta.GRID) -> tup
             except (BadInput, KeyError, ValueError) as err:
                 skipped.append({"id": row["id"], "why": f"{type(err).__name__}: {err}"[:160]})
                 continue
-            out.append(result(row, p, c, fit_stack_of(row, base)))
+            out.append(result(row, p, c, ta.row_stack(row, base).timed))
     order = {r["id"]: i for i, r in enumerate(jobs)}
     return sorted(out, key=lambda r: order[r["id"]]), skipped, folds
 

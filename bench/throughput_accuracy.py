@@ -90,14 +90,26 @@ TARGETS = {"typical": 1.15, "bias": 0.10, "board_typical": 1.3, "worst": 2.0, "c
 FIT_AS = {"trl": "hf"}
 
 
-def stack_of(row: dict) -> str:
-    """The stack whose constants a row fits. 'other' names no codebase (vectorlm, torchtitan, Answer.AI's
-    fsdp_qlora are three): each such source is its own stack, so held out it is predicted by the pooled fit of
-    every other source rather than by constants fitted on unrelated trainers."""
-    stack = row.get("stack") or SOURCE_STACK.get(row["source"], row["source"])
-    if stack == "other":
-        stack = SOURCE_STACK.get(row["source"], row["source"])
-    return FIT_AS.get(stack, stack)
+@dataclasses.dataclass(frozen=True)
+class RowStack:
+    """The stacks a public row maps to, one per use; every bench maps rows through row_stack."""
+
+    trainer: str  # what the row ran: its `stack` column, else its source's codebase; its 4-bit layout (quant_layout)
+    fit: str  # whose constants it fits and is held out with, and its gradient clipping: FIT_AS of its trainer
+    timed: str  # the product stack `estimate --trainer` times it with: FIT_AS, then steptime.yaml's same_as
+
+
+def row_stack(row: dict, table: dict | None = None) -> RowStack:
+    """A row's stacks. 'other' names no codebase (vectorlm, torchtitan, Answer.AI's fsdp_qlora are three): each such
+    source fits as its own stack, so held out it is predicted by the pooled fit of every other source rather than by
+    constants fitted on unrelated trainers, and it is timed by no product stack ('other': the job bench's pooled fit)."""
+    source = row.get("source", "")
+    trainer = row.get("stack") or SOURCE_STACK.get(source, source)
+    own = SOURCE_STACK.get(source, source) if trainer == "other" else trainer
+    timed, stacks = FIT_AS.get(trainer, trainer), (table or tp.load_table())["stacks"]
+    while "same_as" in stacks.get(timed, {}):  # litgpt borrows torchtune's: both are plain PyTorch loops
+        timed = stacks[timed]["same_as"]
+    return RowStack(trainer, FIT_AS.get(own, own), timed)
 
 
 def lora_params(cfg: dict, r: int, targets: str = "") -> int:
@@ -126,8 +138,8 @@ def _job(row_id: str) -> tuple[tp.Job, object, Layout, tp.ModelShape]:
                  if row["method"] != "full" else 0)
     job = tp.Job(shape, row["method"], int(row["seq_len"]), int(row["micro_batch"]), row["grad_ckpt"] == "yes",
                  trainable, attn=row["attn"], adapted_modules=tp.adapted_per_layer(row.get("lora_targets")),
-                 clip_grads=tp.clips_gradients(stack_of(row)),  # the row's trainer's default (steptime.yaml)
-                 **quant_layout(row.get("stack") or stack_of(row)))
+                 clip_grads=tp.clips_gradients(row_stack(row).fit),  # the row's trainer's default (steptime.yaml)
+                 **quant_layout(row_stack(row).trainer))
     gpus, nodes = int(row["gpus_per_node"]), int(row["nodes"])
     layout = Layout(gpus, nodes, row["sharding"] or None, row["offload"] == "yes", row["network"] or "ethernet")
     return job, resolve_gpu(row["gpu"]), layout, shape
@@ -155,7 +167,7 @@ def job_of(row: dict, stack: str | None = None) -> tuple[tp.Job, object, Layout,
 def measured(row: dict, uncompiled: bool = True) -> float:
     """Total tokens/s over all GPUs (torchtune's compiled rows divided by its own compile gain)."""
     v = float(row["tokens_per_s"]) * (int(row["gpus_per_node"]) * int(row["nodes"]) if row["per_gpu"] == "yes" else 1)
-    return v / COMPILE_SPEEDUP if uncompiled and row["compiled"] == "yes" and stack_of(row) == "torchtune" else v
+    return v / COMPILE_SPEEDUP if uncompiled and row["compiled"] == "yes" and row_stack(row).fit == "torchtune" else v
 
 
 def baseline(row: dict, gpu, layout: Layout, shape: tp.ModelShape) -> float:
@@ -202,7 +214,7 @@ def fit(rows: list[dict], base: dict, grid: dict = GRID) -> dict:
 def _tables_at(rows: list[dict], base: dict, grid: dict) -> dict[str, dict]:
     by = defaultdict(list)
     for r in rows:
-        by[stack_of(r)].append(r)
+        by[row_stack(r).fit].append(r)
     return {**{s: fit(rs, base, grid) for s, rs in by.items()}, "pooled": fit(rows, base, grid)}
 
 
@@ -213,7 +225,7 @@ def _shared_score(rows: list[dict], base: dict, grid: dict) -> float:
 
 def score_tables(rows: list[dict], base: dict, tables: dict) -> float:
     """Mean |ln ratio| over `rows`, each by its own stack's constants in `tables`."""
-    return statistics.fmean(abs(math.log(predict(r, with_constants(base, "fit", tables[stack_of(r)]), "fit")
+    return statistics.fmean(abs(math.log(predict(r, with_constants(base, "fit", tables[row_stack(r).fit]), "fit")
                                          / measured(r))) for r in rows)
 
 
@@ -249,8 +261,8 @@ def loso(rows: list[dict], base: dict, grid: dict, folds: dict | None = None) ->
         tables = fitted_tables(others, base, grid)
         if folds is not None:
             folds[source] = tables
-        for stack in sorted({stack_of(r) for r in rows if r["source"] == source}):
-            held = [r for r in rows if r["source"] == source and stack_of(r) == stack]
+        for stack in sorted({row_stack(r).fit for r in rows if r["source"] == source}):
+            held = [r for r in rows if r["source"] == source and row_stack(r).fit == stack]
             how = (f"fitted on {stack}'s other sources" if stack in tables else
                    "no other source of its stack: the pooled fit of every other source")
             c = tables.get(stack, tables["pooled"])
@@ -341,7 +353,7 @@ def evaluate(rows: list[dict], grid: dict = GRID, folds: dict | None = None) -> 
     out = []
     for row in rows:
         job, gpu, layout, shape = job_of(row)
-        stack = stack_of(row)
+        stack = row_stack(row).fit
         out.append({"id": row["id"], "source": row["source"], "stack": stack, "model": row["model"],
                     "method": row["method"], "gpu": row["gpu"], "gpu_arch_class": intervals.board_class(gpu),
                     "gpus": layout.gpus, "sharding": layout.sharding, "offload": layout.offload,
@@ -410,7 +422,7 @@ def write_constants(tables: dict, rows: list[dict], path: Path = DATA / "steptim
     dated = (f'\n    source_date: "{today}"  # the day bench/throughput_accuracy.py --write-data fitted these\n'
              f'    read: "{today}"\n    commit: "{ran_on}"  # the tree the fit ran on (bench/run_record.py commit)')
     for stack in PRODUCT_STACKS:
-        mine = [r for r in rows if stack_of(r) == stack]
+        mine = [r for r in rows if row_stack(r).fit == stack]
         sources = sorted({r["source"] for r in mine})
         line = f'    rows: "{", ".join(r["id"] for r in mine)} ({", ".join(sources)}; e_max its own, the rest shared)"'
         head = text.index(f"\n  {stack}:\n")

@@ -75,8 +75,8 @@ def test_the_wall_time_terms_are_the_ones_the_row_declares(bench):
         with pytest.raises(ValueError, match="wall_includes"):
             ja.wall_terms({"wall_includes": bad})
     table = {"stacks": {"litgpt": {"same_as": "torchtune"}, "torchtune": {}, "hf": {}}}
-    assert ja.fit_stack_of({"stack": "litgpt"}, table) == "torchtune"
-    assert ja.fit_stack_of({"stack": "trl"}, table) == "hf"
+    assert ja.ta.row_stack({"source": "x", "stack": "litgpt"}, table).timed == "torchtune"
+    assert ja.ta.row_stack({"source": "x", "stack": "trl"}, table).timed == "hf"
 
 
 def test_a_job_is_not_predicted_by_its_own_sources_rows(bench, monkeypatch):

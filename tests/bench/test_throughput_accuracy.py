@@ -87,7 +87,7 @@ def test_the_elementwise_bytes_are_one_value_shared_by_every_stack(bench):
     it is chosen once, over every stack's own fit, and each stack carries that same value."""
     ta = bench("throughput_accuracy")
     rs = rows(ta)
-    assert len({ta.stack_of(r) for r in rs}) >= 2
+    assert len({ta.row_stack(r).fit for r in rs}) >= 2
     tables = ta.fitted_tables(rs, ta.tp.load_table(), {**TINY, "elementwise_bytes": (0, 300)})
     assert len({c["elementwise_bytes"] for c in tables.values()}) == 1
     assert 0 <= next(iter(tables.values()))["elementwise_bytes"] <= 300  # within its search range
@@ -98,8 +98,8 @@ def test_rows_of_no_named_stack_are_each_their_own_sources_stack(bench):
     ta = bench("throughput_accuracy")
     a = {"source": "vectorlm-docs", "stack": "other"}
     b = {"source": "some-repo", "stack": "other"}
-    assert ta.stack_of(a) == "vectorlm" and ta.stack_of(b) == "some-repo"
-    assert ta.stack_of({"source": "x", "stack": "trl"}) == "hf"  # a named stack keeps its name
+    assert ta.row_stack(a).fit == "vectorlm" and ta.row_stack(b).fit == "some-repo"
+    assert ta.row_stack({"source": "x", "stack": "trl"}).fit == "hf"  # a named stack keeps its name
     held = ta.loso(rows(ta, ("vectorlm-docs", "torchtune-readme")), ta.tp.load_table(), TINY)
     vl = [h["how"] for k, h in held.items() if k.startswith("VL")]
     assert vl and all(how.startswith("no other source of its stack") for how in vl)
@@ -111,7 +111,7 @@ def test_the_fixed_costs_and_elementwise_bytes_are_one_value_shared_by_every_sta
     ta = bench("throughput_accuracy")
     grid = {**TINY, "full": (0.0, 0.002), "per_module": (0.0, 0.0006), "elementwise_bytes": (0, 100)}
     rs = rows(ta, ("torchtune-readme", "peft-method-comparison"))
-    assert len({ta.stack_of(r) for r in rs}) == 2
+    assert len({ta.row_stack(r).fit for r in rs}) == 2
     base = ta.tp.load_table()
     tables = ta.fitted_tables(rs, base, grid)
     shared = {(t["full"], t["per_module"], t["elementwise_bytes"]) for t in tables.values()}
