@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from flags import refuse_unknown
 from run_record import stamp
 from throughput_accuracy import lora_params
 
@@ -188,6 +189,8 @@ def write_data(doc: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if (code := refuse_unknown(argv, ('--json', '--write-data'), __doc__)) is not None:
+        return code
     rows = [r for r in csv.DictReader(ROWS.open()) if r.get("scope") == "bench"]
     ev = evaluate(rows)
     doc = {"benchmark": "grpo_accuracy", "rows": len(ev["results"]),

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import throughput_accuracy as ta
+from flags import refuse_unknown
 from run_record import stamp
 
 from cheaptune.catalog.gpus import resolve_gpu
@@ -382,6 +383,8 @@ def overlap_doc(folds: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    if (code := refuse_unknown(argv, ('--json', '--write-data', '--quick'), __doc__)) is not None:
+        return code
     jobs = [r for r in csv.DictReader(JOBS.open()) if r.get("scope", "bench") != "note"]
     through = [r for r in csv.DictReader(ta.ROWS.open()) if r.get("scope", "bench") != "note"]
     # --quick: the throughput bench's narrower search (shared constants fixed), for iterating, not for data

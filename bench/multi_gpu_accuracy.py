@@ -20,6 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from flags import refuse_unknown
 from memory_accuracy import TRAINER, cli_options
 from run_record import stamp
 
@@ -72,6 +73,8 @@ def summary(rows: list[dict]) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    if (code := refuse_unknown(argv, ('--json',), __doc__)) is not None:
+        return code
     out = []
     for row in csv.DictReader(ROWS.open()):
         measured = float(row["value"])

@@ -33,6 +33,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import yaml
+from flags import refuse_unknown
 from run_record import commit, stamp
 from scipy import optimize
 
@@ -454,6 +455,8 @@ def check(s: dict, cov: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    if (code := refuse_unknown(argv, ('--json', '--write-data', '--quick'), __doc__)) is not None:
+        return code
     rows = [r for r in csv.DictReader(ROWS.open()) if r.get("scope", "bench") != "note"]
     folds: dict[str, dict] = {}
     results, tables = evaluate(rows, QUICK if "--quick" in argv else GRID, folds)
