@@ -45,6 +45,16 @@ def _n(x: Number) -> str:
     return str(x) if isinstance(x, int) else f"{x:g}"
 
 
+def nonempty(param: typer.CallbackParam, value: str | None) -> str | None:
+    """A typer callback refusing a text flag given as '' or spaces: read as 'not given' it was ignored (`launch
+    --gpu ''` kept the plan's GPU with exit 0; `train --model ''` said no base model, `estimate --model ''` read
+    the current folder)."""
+    if value is not None and not value.strip():
+        flag = max(param.opts, key=len) if param.opts else str(param.name)
+        raise BadInput(f"{flag} is empty; give a value or leave the flag out")
+    return value
+
+
 def typed(ctx: typer.Context, *names: str) -> list[str]:
     """The flags among parameters `names` the user typed (click's ParameterSource.COMMANDLINE), so a flag
     that only means something beside another can be refused when given alone, even at its default value

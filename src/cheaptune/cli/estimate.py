@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cheaptune.cli.checks import bounded, refuse_alone
+from cheaptune.cli.checks import bounded, nonempty, refuse_alone
 from cheaptune.cli.vocab import network_option
 
 GIB = 2**30
@@ -184,7 +184,7 @@ def register(app: typer.Typer) -> None:
     @app.command("estimate")
     def estimate(
         ctx: typer.Context,
-        model: str = typer.Option(None, "--model", help="Catalog name, hub id, config.json or local model folder."),
+        model: str = typer.Option(None, "--model", callback=nonempty, help="Catalog name, hub id, config.json or local model folder."),
         method: str = typer.Option(None, "--method", help="full, lora, qlora, dora, ia3, prompt_tuning, prefix_tuning."),
         lora_r: int = typer.Option(16, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank."),
         lora_alpha: int = typer.Option(32, "--lora-alpha", callback=bounded(1, 2**20), help="LoRA alpha."),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cheaptune.cli.checks import bounded
+from cheaptune.cli.checks import bounded, nonempty
 from cheaptune.cli.vocab import (
     Spot,
     budget_option,
@@ -30,14 +30,14 @@ def launch(
     out: Path = typer.Option(None, "--out", help="Where the task YAML goes (default: ~/.cheaptune/launch/NAME/task.yaml)."),
     config: Path = typer.Option(None, "--config", help="Training config YAML for `cheaptune train` on the machine."),
     cluster: str = typer.Option(None, "--cluster", help="Launch as a cluster with this name (autodown) instead of a managed job."),
-    name: str = typer.Option(None, "--name", help="Task name; also names the checkpoint bucket (default from the plan)."),
-    gpu: str = typer.Option(None, "--gpu", help="Override the plan's GPU (any spelling; alternatives are dropped)."),
+    name: str = typer.Option(None, "--name", callback=nonempty, help="Task name; also names the checkpoint bucket (default from the plan)."),
+    gpu: str = typer.Option(None, "--gpu", callback=nonempty, help="Override the plan's GPU (any spelling; alternatives are dropped)."),
     gpu_count: int = gpu_count_option("Override the plan's GPU count."),
-    provider: str = typer.Option(None, "--provider", help="Override the plan's provider (alternatives are dropped)."),
-    region: str = typer.Option(None, "--region", help="Override the plan's region."),
+    provider: str = typer.Option(None, "--provider", callback=nonempty, help="Override the plan's provider (alternatives are dropped)."),
+    region: str = typer.Option(None, "--region", callback=nonempty, help="Override the plan's region."),
     spot: Spot = spot_option("as the plan says"),
-    model: str = typer.Option(None, "--model", help="Override the plan's model."),
-    data: str = typer.Option(None, "--data", help="Override the plan's dataset file."),
+    model: str = typer.Option(None, "--model", callback=nonempty, help="Override the plan's model."),
+    data: str = typer.Option(None, "--data", callback=nonempty, help="Override the plan's dataset file."),
     budget: float = budget_option("The run's cap in USD, over the plan's and the --config file's (without it: the "
                                   "lower of those two)."),
     margin: float = typer.Option(0.10, "--margin", help="Fail over to offers within this fraction of the best total cost."),

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
-from cheaptune.cli.checks import bounded
+from cheaptune.cli.checks import bounded, nonempty
 from cheaptune.cli.vocab import (
     budget_option,
     checkpoint_dir_option,
@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
 def train(
     config: Path = typer.Argument(None, help="Training config YAML (Axolotl-style keys; HF names as aliases)."),
     plan: Path = typer.Option(None, "--plan", help="Plan file from `cheaptune plan --save`: method, batch, price."),
-    model: str = typer.Option(None, "--model", help="Base model: local folder or hub id."),
+    model: str = typer.Option(None, "--model", callback=nonempty, help="Base model: local folder or hub id."),
     data: list[str] = typer.Option(None, "--data", help="Dataset file or folder (repeatable); replaces the config's."),
     data_format: str = typer.Option(None, "--format", help="Dataset format: auto, messages, sharegpt, alpaca, ..."),
     method: str = typer.Option(None, "--method", help="full | lora | qlora | dora | ia3 | prompt_tuning | prefix_tuning"),
