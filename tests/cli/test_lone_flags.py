@@ -23,6 +23,10 @@ PLAN = ("plan", "Llama-3.2-1B", "--tokens", "1e6")
     ((*PLAN, "--avg-tokens", "100"), "--avg-tokens needs --examples N: "),
     ((*PLAN, "--skip-bad-rows"), "--skip-bad-rows needs a dataset file (--data): "),
     ((*PLAN, "--method", "full", "--lora-targets", "qv"), "--lora-targets needs an adapter method"),
+    (("plan", "Llama-3.2-1B", "--objective", "grpo", "--prompts", "100", "--save", "p.yaml", "--deadline", "3"),
+     "--deadline, --save are not planned for --objective grpo"),  # no plan file was written, with exit 0
+    (("plan", "Llama-3.2-1B", "--objective", "grpo", "--prompts", "100", "--no-speedups"),
+     "--no-speedups is not planned for --objective grpo"),
 ])
 def test_a_flag_given_without_the_one_it_needs_is_one_line_exit_2(run_cli, args, says):
     code, out, err = run_cli(*args)

@@ -64,7 +64,8 @@ def typed(ctx: typer.Context, *names: str) -> list[str]:
         source = ctx.get_parameter_source(name)
         if source is not None and source.name == "COMMANDLINE":
             param = next(p for p in ctx.command.params if p.name == name)
-            out.append(max(param.opts, key=len))
+            off = getattr(param, "secondary_opts", None) and ctx.params.get(name) is False  # --no-speedups
+            out.append(max(param.secondary_opts if off else param.opts, key=len))
     return out
 
 

@@ -6,11 +6,14 @@ from pathlib import Path
 
 import typer
 
-from cheaptune.cli.checks import bounded, refuse_alone
+from cheaptune.cli.checks import bounded, refuse_alone, typed
 from cheaptune.cli.vocab import Spot, budget_option, json_option, names_given, network_option, spot_option
 
 DEFAULT_SEQ_LEN = 2048  # tokens per packed sequence when --seq-len is not given (capped at the model's context)
 GRPO_ONLY = ("prompts", "steps", "generations", "completion_len", "prompt_len", "beta", "expected_len")
+NOT_GRPO = ("tokens", "examples", "avg_tokens", "seq_len", "config", "trainer", "versions", "deadline", "providers",
+            "exclude_providers", "spot", "community", "speedups", "optimize", "skip_bad_rows", "markdown", "wide",
+            "progress", "save", "maximize", "no_calibration")  # flags cli/grpo.py's plan does not read
 
 
 def plan_command(
@@ -109,6 +112,10 @@ def plan_command(
             raise BadInput("--lora-targets is not planned for --objective grpo (it sizes all-linear); drop it")
         if network is not None:
             raise BadInput("--network is not planned for --objective grpo (it plans one node); drop it")
+        if unread := typed(ctx, *NOT_GRPO):
+            raise BadInput(f"{', '.join(unread)} {'is' if len(unread) == 1 else 'are'} not planned for --objective grpo "
+                           "(it ranks GPU x count x generator placement for the prompts, --budget and --gpu); drop "
+                           f"{'it' if len(unread) == 1 else 'them'}")
         from cheaptune.cli.grpo import RlFlags, plan_grpo_command
 
         return plan_grpo_command(_one_model(model_arg, model_opt), dataset, prompts, steps, epochs, effective_batch,
