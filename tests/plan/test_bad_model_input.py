@@ -50,3 +50,4 @@ def test_plan_on_a_local_config_transformers_refuses_exits_2(run_cli, tmp_path):
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and out == "" and len(lines) == 1, err
     assert "not a multiple of the number of attention heads" in lines[0] and lines[0].count("refuses") == 1
+    assert f"model {str(tmp_path)!r}" in lines[0]  # the folder named, not 'config'

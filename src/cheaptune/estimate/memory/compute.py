@@ -13,7 +13,7 @@ log = logging.getLogger(__name__)
 CUSTOM_CODE = "model type needs custom code"  # the one fallback that is not a failure: it is cached
 
 
-def hf_config(cfg: dict):
+def hf_config(cfg: dict, name: str = "config"):
     """A transformers config for a config.json dict; None when it needs custom (remote) code. A model_type
     transformers knows whose fields it refuses (hidden size not a multiple of the heads, a string for a size)
     is bad input, said in one line, not estimated by formula as if it were custom code."""
@@ -24,11 +24,11 @@ def hf_config(cfg: dict):
     model_type = cfg.get("model_type")
     if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
         return None  # unknown to transformers: custom code
-    return to_hf_config(ModelSpec(id="config", family=model_type, config=cfg))
+    return to_hf_config(ModelSpec(id=name, family=model_type, config=cfg))  # `name` in its refusal
 
 
 def _simulated(req, cfg: dict):
-    hf = hf_config(cfg)
+    hf = hf_config(cfg, req.model if isinstance(req.model, str) else "config")  # what the user named
     if hf is None:
         return None, CUSTOM_CODE
     from cheaptune.estimate.memory.extrapolate import simulate_extrapolated
