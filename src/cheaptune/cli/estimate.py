@@ -261,6 +261,10 @@ def register(app: typer.Typer) -> None:
         refuse_alone(ctx, ("network",), gpu is not None and nodes > 1, "--gpu and --nodes 2 or more", "it is the link "
                      "between nodes, which only the step time uses")
         refuse_alone(ctx, GRPO_ONLY, grpo, "--objective grpo", "GRPO settings, unused by an SFT, DPO or ORPO step; drop or add it")
+        refuse_alone(ctx, ("no_calibration",), not grpo, "an SFT, DPO or ORPO step", "no calibration factor times or "
+                     "sizes a GRPO step; drop it")
+        refuse_alone(ctx, ("headroom", "no_calibration"), grpo or not as_json, "the GPU table (drop --json)",
+                     "the JSON gives the estimate, not the GPU verdict")
         board = resolve_gpu(gpu) if gpu is not None else None  # an unknown GPU fails before the simulation
         if grpo:
             micro_batch, seq_len = micro_batch or generations, prompt_len + completion_len
