@@ -30,7 +30,8 @@ def test_every_moe_expert_is_dequantised_not_only_the_active_ones():
 
 def test_dequant_part_is_passes_times_4bit_weights_times_bytes_over_bandwidth():
     plain = tp.step_time(job(LLAMA2_7B, "qlora", 512, 1), A100).parts["dequant"]
-    assert plain == pytest.approx(2 * tp.quantized_params(LLAMA2_7B) * BYTES / 1555e9)  # forward + backward
+    bw = 1555e9 * 0.80  # the test board has no measured bandwidth: steptime.yaml sustained_bandwidth.default
+    assert plain == pytest.approx(2 * tp.quantized_params(LLAMA2_7B) * BYTES / bw)  # forward + backward
     ckpt = tp.step_time(job(LLAMA2_7B, "qlora", 512, 1, ckpt=True), A100).parts["dequant"]
     assert ckpt == pytest.approx(plain * 3 / 2)  # the recompute dequantises again
 

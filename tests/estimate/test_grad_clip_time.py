@@ -7,7 +7,7 @@ from cheaptune.estimate.time import scaling
 from cheaptune.estimate.time import throughput as tp
 from tests.estimate.test_throughput import A100, LLAMA_8B, job
 
-BW = 1555e9 * 0.8  # the test board's bandwidth at steptime.yaml's bandwidth_fraction
+BW = 1555e9 * 0.8  # the test board (no measured row) at steptime.yaml's sustained_bandwidth.default
 
 
 def test_clipping_adds_three_gradient_passes_to_a_full_fine_tunes_optimizer_step():

@@ -192,7 +192,8 @@ def test_elementwise_work_runs_at_the_memory_bandwidth_once_per_pass():
     table = {**table, "stacks": {**table["stacks"], "hf": hf}}
     st = tp.step_time(job(seq=2048, micro=2, grad_accum=3), A100, table=table)
     per_pass = 200 * LLAMA_8B.hidden * LLAMA_8B.layers  # bytes per token per pass
-    assert st.parts["elementwise"] == pytest.approx(3 * 2 * 2048 * per_pass * 3 / 1555e9)  # fwd + 2x bwd
+    bw = 1555e9 * 0.80  # the test board has no measured bandwidth: steptime.yaml sustained_bandwidth.default
+    assert st.parts["elementwise"] == pytest.approx(3 * 2 * 2048 * per_pass * 3 / bw)  # fwd + 2x bwd
     half_bw = tp.step_time(job(seq=2048, micro=2, grad_accum=3), gpu(name="A100", mem_bw_gbs=777.5), table=table)
     assert half_bw.parts["elementwise"] == pytest.approx(2 * st.parts["elementwise"])
     assert half_bw.parts["compute"] == pytest.approx(st.parts["compute"])  # the matmuls do not care

@@ -86,6 +86,8 @@ def predict(config: dict[str, Any], cfg: Any, board: CpuBoard) -> Prediction:
     tokens, hidden, _ = mlp_shape(config, cfg)
     undo = 1.0 / matmul_efficiency(tokens, hidden, table)  # the measured rate is this shape's already
     table["sustained_fraction"] = {**sf, "boards": {**sf["boards"], board.name: undo}}
+    sb = table["sustained_bandwidth"]  # the board's copy rate is measured here already: no fraction on top
+    table["sustained_bandwidth"] = {**sb, "boards": {**sb["boards"], board.name: {"value": 1.0, "label": "measured"}}}
     job = Job(ModelShape.from_config(config, count_params(config)), cfg.method, cfg.sequence_len,
               cfg.micro_batch_size, cfg.gradient_checkpointing, lora_params(config, cfg.lora_r),
               cfg.gradient_accumulation_steps, precision="fp32")

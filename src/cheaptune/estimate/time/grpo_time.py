@@ -101,7 +101,7 @@ def sync_seconds(setup: GrpoSetup, shape: tp.ModelShape, gpu: Any, stack: str, t
     nbytes = shape.params * 2.0
     if setup.server:
         return nbytes / (scaling.intra_node_gbs(gpu, table) * 1e9)
-    return 2 * nbytes / (gpu.mem_bw_gbs * 1e9)  # read + write
+    return 2 * nbytes / tp.sustained_bandwidth(gpu, table)[0]  # read + write
 
 
 def at_length(setup: GrpoSetup, tokens: int) -> GrpoSetup:

@@ -142,7 +142,7 @@ def load_table(path: Path = DATA) -> dict[str, Any]:
     """The constants; a malformed file is one BadInput line."""
     try:
         doc = yaml.safe_load(Path(path).read_text())
-        _ = doc["sustained_fraction"], doc["stacks"], doc["trainers"], doc["links"], doc["overlap"]
+        _ = doc["sustained_fraction"], doc["sustained_bandwidth"], doc["stacks"], doc["trainers"], doc["links"], doc["overlap"]
     except (OSError, yaml.YAMLError, KeyError, TypeError) as err:
         raise BadInput(f"{path}: not a valid step-time table ({err}); restore it from the package") from None
     return doc
@@ -170,6 +170,17 @@ def sustained_rate(gpu: Any, precision: str, table: dict) -> float:
     board keeps for the hours a fine-tune runs."""
     sf = table["sustained_fraction"]
     return peak_flops(gpu, precision)[0] * _v(sf["boards"].get(gpu.name, sf["default"]))
+
+
+def sustained_bandwidth(gpu: Any, table: dict) -> tuple[float, str]:
+    """(bytes/s a streaming copy sustains on this board, its label): the datasheet bandwidth x the measured fraction
+    (steptime.yaml sustained_bandwidth, from bench/data/membw_measured.csv), or x the stated fallback, labelled
+    `assumption`, for a board with no measurement. Every memory-bound term divides by this: a copy does not reach
+    the datasheet figure, as a matmul does not reach its peak."""
+    sb = table["sustained_bandwidth"]
+    entry = sb["boards"].get(gpu.name, sb["default"])
+    label = entry.get("label", "measured") if isinstance(entry, dict) else "measured"
+    return gpu.mem_bw_gbs * 1e9 * _v(entry), label
 
 
 def _borrowed(table: dict, stack: str) -> list[str]:
@@ -345,7 +356,7 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     wrapped = job.adapted_modules if job.method in LINEAR_ADAPTERS else 0
     sharded = _v(fixed.get("sharded", 0.0)) if scaling.gathers_per_unit(layout) else 0.0
     micro_fixed = shape.layers * (_v(fixed[kind]) + wrapped * _v(fixed.get("per_module", 0.0)) + sharded)
-    bw = gpu.mem_bw_gbs * 1e9
+    bw = sustained_bandwidth(gpu, table)[0]
     micro_elementwise = tokens * elementwise_bytes_per_token(shape, job, consts) / bw
     micro_dequant = dequant_seconds(job, bw, table) if job.method == "qlora" else 0.0
     dq = table["dequant"]
@@ -361,7 +372,7 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
     per_param = _v(opt["bytes_per_param"]) + (_v(opt["clip_bytes_per_param"]) if job.clip_grads else 0.0)
     opt_bytes = trainable / shard * per_param
     optimizer_s = (opt_bytes / _v(opt["cpu_bytes_per_s"]) if layout.offload
-                   else opt_bytes / (bw * _v(opt["bandwidth_fraction"])))
+                   else opt_bytes / bw)
     accum = job.grad_accum
     compute_s = accum * micro_compute
     exposed = scaling.exposed_seconds(comm, layout, accum, micro_compute + micro_elementwise, shape.layers, table)
