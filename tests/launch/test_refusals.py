@@ -55,3 +55,15 @@ def test_the_dry_run_refuses_a_config_needing_packages_the_task_does_not_install
                               str(tmp_path / "t.yaml")))
     assert "the task installs only what the plan's settings need" in line and "cheaptune[" in line, line
     assert not (tmp_path / "t.yaml").exists()
+
+
+@pytest.mark.parametrize("out", [".", "", "folder"])
+def test_the_dry_run_refuses_a_folder_as_the_task_path_and_writes_nothing(out, tmp_path, plan_file, run_cli,
+                                                                          monkeypatch):
+    """`--out .` staged a hidden `.files` folder in the current one before the YAML could not be written."""
+    work = tmp_path / "cwd"
+    (work / "folder").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    line = _one_line(*run_cli("launch", str(plan_file), "--dry-run", "--out", out))
+    assert "is a folder, not a file" in line and "task.yaml" in line, line
+    assert sorted(p.name for p in work.rglob("*")) == ["folder"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from cheaptune.errors import BadInput
 from cheaptune.launch import verify
 from cheaptune.launch.backend import Backend, LaunchedPrice, LaunchResult
 from cheaptune.launch.options import LaunchOptions
@@ -61,6 +62,19 @@ def dump_yaml(task: dict) -> str:
     return yaml.dump(task, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False)
 
 
+def task_path(out: str | Path | None, name: str) -> Path:
+    """Where the task YAML goes. A folder (`--out .`, `--out ''`, an existing directory) is refused before
+    anything is written: the staging folder beside it would be a hidden `.files` in it and the YAML itself could
+    not be written there."""
+    if out is None:
+        return home() / "launch" / name / "task.yaml"
+    path = Path(out)
+    if not str(out).strip() or not path.stem or path.is_dir():
+        raise BadInput(f"--out {str(out)!r} is a folder, not a file: give the task YAML's path, "
+                       f"e.g. --out {path / 'task.yaml'}")
+    return path
+
+
 def prepare(plan: PlanFile, opts: LaunchOptions, backend: Backend, out: str | Path | None = None,
             env: Mapping[str, str] | None = None) -> Prepared:
     """Stage the files and write the task YAML, after checking what will run: the plan against its
@@ -70,7 +84,7 @@ def prepare(plan: PlanFile, opts: LaunchOptions, backend: Backend, out: str | Pa
     if opts.sky_catalog is None:
         opts = replace(opts, sky_catalog=skypilot_catalog_dir())
     name = task_name(plan, opts)
-    yaml_path = Path(out) if out else home() / "launch" / name / "task.yaml"
+    yaml_path = task_path(out, name)
     staging_dir = yaml_path.parent / f"{yaml_path.stem}.files"
     sel = select_offers(plan, opts.margin)
     verify.check_plan(plan, sel.offers)
