@@ -16,6 +16,12 @@ from pathlib import Path
 PACKAGES = ("cheaptune", "torch", "transformers", "peft", "trl", "accelerate", "datasets", "bitsandbytes")
 
 
+# What the benches' --write-data writes into src/: a fit that stamps its commit after writing the first of these
+# would otherwise call its own tree uncommitted.
+BENCH_WRITTEN = tuple(f"src/cheaptune/estimate/data/{name}" for name in (
+    "steptime.yaml", "mfu_ceilings.yaml", "time_residuals.json", "interconnect.yaml", "grpo.yaml"))
+
+
 def _version(name: str) -> str | None:
     try:
         return md.version(name)
@@ -32,7 +38,8 @@ def commit(root: Path = Path(__file__).parents[1]) -> str:
 
     try:
         sha = git("rev-parse", "--short=12", "HEAD")
-        dirty = git("status", "--porcelain", "--", "src", "bench", ":(exclude)bench/results")
+        dirty = git("status", "--porcelain", "--", "src", "bench", ":(exclude)bench/results",
+                    *(f":(exclude){p}" for p in BENCH_WRITTEN))
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{sha} + uncommitted changes" if dirty else sha

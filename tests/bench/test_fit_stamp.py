@@ -30,3 +30,23 @@ def test_write_constants_stamps_the_day_and_commit_of_the_fit_in_place(bench, tm
 
 def test_commit_outside_a_checkout_is_unknown(bench, tmp_path):
     assert bench("run_record").commit(tmp_path) == "unknown"
+
+
+def test_the_fit_own_outputs_do_not_make_its_tree_uncommitted(bench, tmp_path):
+    """--write-data writes time_residuals.json before it stamps steptime.yaml: the stamp read '+ uncommitted
+    changes' on a clean checkout. Any other change under src/ still counts."""
+    import subprocess
+
+    record = bench("run_record")
+    data = tmp_path / "src/cheaptune/estimate/data"
+    data.mkdir(parents=True)
+    for name in ("time_residuals.json", "model.py"):
+        (data / name).write_text("0\n")
+    git = ["git", "-C", str(tmp_path), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    (data / "time_residuals.json").write_text("1\n")
+    assert "+" not in record.commit(tmp_path)
+    (data / "model.py").write_text("1\n")
+    assert record.commit(tmp_path).endswith("+ uncommitted changes")
