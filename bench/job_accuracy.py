@@ -200,11 +200,12 @@ def job_of(row: dict, stack: str, network: str = "ethernet", work: Workload | No
     work = work or workload(row)
     attn = ATTN_AS.get(row["attn"], row["attn"]) or "sdpa"
     saved, saved_matmul = saved_modules(spec.config, row)
+    stacks = ta.row_stack(row)
     job = tp.Job(shape, row["method"], work.seq_len, int(row["micro_batch"]), row["grad_ckpt"] == "yes",
                  trainable(spec.config, row), int(row["grad_accum"] or 1), attn=attn, stack=stack,
                  adapted_modules=tp.adapted_per_layer(row.get("lora_targets")),
                  saved_params=saved, saved_matmul_params=saved_matmul,
-                 clip_grads=tp.clips_gradients(ta.row_stack(row).fit), **ta.quant_layout(ta.row_stack(row).trainer))
+                 clip_grads=tp.clips_gradients(stacks.fit), **ta.quant_layout(stacks.trainer))
     gpus, nodes = int(row["gpus_per_node"]), int(row["nodes"])
     layout = Layout(gpus, nodes, row["sharding"] or None, row["offload"] == "yes", row.get("network") or network)
     return job, resolve_gpu(row["gpu"]), layout, shape

@@ -137,10 +137,11 @@ def _job(row_id: str) -> tuple[tp.Job, object, Layout, tp.ModelShape]:
     shape = tp.ModelShape.from_config(spec.config, spec.params)
     trainable = (lora_params(spec.config, int(row["lora_r"]), row.get("lora_targets") or "")
                  if row["method"] != "full" else 0)
+    stacks = row_stack(row)
     job = tp.Job(shape, row["method"], int(row["seq_len"]), int(row["micro_batch"]), row["grad_ckpt"] == "yes",
                  trainable, attn=row["attn"], adapted_modules=tp.adapted_per_layer(row.get("lora_targets")),
-                 clip_grads=tp.clips_gradients(row_stack(row).fit),  # the row's trainer's default (steptime.yaml)
-                 **quant_layout(row_stack(row).trainer))
+                 clip_grads=tp.clips_gradients(stacks.fit),  # the row's trainer's default (steptime.yaml)
+                 **quant_layout(stacks.trainer))
     gpus, nodes = int(row["gpus_per_node"]), int(row["nodes"])
     layout = Layout(gpus, nodes, row["sharding"] or None, row["offload"] == "yes", row["network"] or "ethernet")
     return job, resolve_gpu(row["gpu"]), layout, shape

@@ -145,9 +145,9 @@ def plan_command(
         model = _one_model(model_arg, model_opt)
     refuse_alone(ctx, ("skip_bad_rows",), dataset is not None, "a dataset file (--data)", "it leaves the file's bad "
                  "rows out of the count; drop it with --tokens or --examples")
-    if method is not None and parse_methods(method) == ("full",):
-        refuse_alone(ctx, ("lora_r", "lora_targets"), False, "an adapter method (lora, qlora, dora)",
-                     "--method full trains every weight and builds no adapter; drop it or add the method")
+    refuse_alone(ctx, ("lora_r", "lora_targets"), method is None or parse_methods(method) != ("full",),
+                 "an adapter method (lora, qlora, dora)",
+                 "--method full trains every weight and builds no adapter; drop it or add the method")
     lora_r, epochs = lora_r or 16, epochs or 1.0
     effective_batch = effective_batch or 16
     if save is not None:
