@@ -35,3 +35,39 @@ def test_train_and_estimate_refuse_an_empty_model_before_writing_anything(run_cl
         code, out, err = run_cli(*args)
         assert code == 2 and out == "" and err.strip() == "error: --model is empty; give a value or leave the flag out"
     assert not out_dir.exists()
+
+
+# pathlib reads '' as '.', so before the path parser `plan --save ''` said '. is a folder' and `plan --data ''`
+# looked for a dataset in the current folder.
+@pytest.mark.parametrize("args, name", [
+    (("plan", "llama-2-7b", "--tokens", "1e6", "--save", ""), "'--save'"),
+    (("plan", "llama-2-7b", "--data", " "), "'--data'"),
+    (("plan", "llama-2-7b", "--config", ""), "'--config'"),
+    (("plan", "llama-2-7b", ""), "'DATA'"),
+    (("train", ""), "'CONFIG'"),
+    (("train", "--plan", ""), "'--plan'"),
+    (("launch", ""), "'PLAN'"),
+    (("doctor", ""), "'CONFIG'"),
+    (("calibrate", "--export", ""), "'--export'"),
+    (("ui", "--registry", ""), "'--registry'"),
+])
+def test_an_empty_path_is_refused_by_name_not_read_as_this_folder(run_cli, tmp_path, monkeypatch, args, name):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(*args)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert f"Invalid value for {name}: is empty; give a path" in lines[0], err
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize("args, flag", [
+    (("estimate", "--config", ""), "--config"),
+    (("eval", "run", "--data", ""), "--data"),
+    (("train", "--model", "m", "--output-dir", ""), "--output-dir"),
+    (("train", "--model", "m", "--resume", " "), "--resume"),
+])
+def test_an_empty_text_path_flag_is_refused_not_ignored(run_cli, tmp_path, monkeypatch, args, flag):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(*args)
+    assert code == 2 and out == "" and err.strip().endswith(f"{flag} is empty; give a value or leave the flag out"), err
+    assert list(tmp_path.iterdir()) == []

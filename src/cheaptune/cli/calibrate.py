@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from cheaptune.cli.checks import path
+
 
 def _table(factors, title: str) -> None:
     from rich.table import Table
@@ -24,8 +26,8 @@ def register(app: typer.Typer) -> None:
     @app.command("calibrate")
     def calibrate(
         show: bool = typer.Option(False, "--show", help="List the stored factors; fit nothing."),
-        export: Path = typer.Option(None, "--export", help="Write the stored factors to this CSV."),
-        import_: Path = typer.Option(None, "--import", help="Pool the factors of this CSV into the stored ones."),
+        export: Path = typer.Option(None, "--export", parser=path, help="Write the stored factors to this CSV."),
+        import_: Path = typer.Option(None, "--import", parser=path, help="Pool the factors of this CSV into the stored ones."),
         as_json: bool = typer.Option(False, "--json", help="Print the factors as JSON."),
     ) -> None:
         """Fit memory and speed correction factors per GPU and method from finished runs (their probe and

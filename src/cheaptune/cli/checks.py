@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 import typer
 
@@ -53,6 +54,14 @@ def nonempty(param: typer.CallbackParam, value: str | None) -> str | None:
         flag = max(param.opts, key=len) if param.opts else str(param.name)
         raise BadInput(f"{flag} is empty; give a value or leave the flag out")
     return value
+
+
+def path(value: str) -> Path:
+    """A typer parser for path flags that refuses '' (or spaces): pathlib reads '' as '.', so `--save ''` said '. is
+    a folder' and `--data ''` looked for a dataset in the current folder. click names the flag in its line."""
+    if not value.strip():
+        raise typer.BadParameter("is empty; give a path, or leave it out where it is optional")
+    return Path(value)
 
 
 def typed(ctx: typer.Context, *names: str) -> list[str]:

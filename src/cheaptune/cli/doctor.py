@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from cheaptune.cli.checks import path
 from cheaptune.cli.vocab import Spot, spot_flag, spot_option
 
 if TYPE_CHECKING:
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def doctor_command(
-    config: Path = typer.Argument(..., help="Training config YAML (Axolotl keys or HF aliases)."),
+    config: Path = typer.Argument(..., parser=path, help="Training config YAML (Axolotl keys or HF aliases)."),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU it will run on (enables memory and bf16 checks)."),
     spot: Spot = spot_option("from the config's spot_notice"),
     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),

@@ -225,7 +225,7 @@ def register(app: typer.Typer) -> None:
                                            help="peft get_peft_model's fp32 cast of the adapters (default: the "
                                            "trainer's)."),
         lora_dropout: float = typer.Option(None, "--lora-dropout", help="LoRA dropout (default: the trainer's)."),
-        config: str = typer.Option(None, "--config", help="A cheaptune, Axolotl, LLaMA-Factory or litgpt YAML config "
+        config: str = typer.Option(None, "--config", callback=nonempty, help="A cheaptune, Axolotl, LLaMA-Factory or litgpt YAML config "
                                    "to estimate (its versions: and trainer: keys too); --versions, --trainer, --model, --method, "
                                    "--micro-batch, --seq-len, --precision, --quant, --loss, --lora-targets, "
                                    "--lora-dropout and --grad-ckpt win over its keys."),

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from cheaptune.cli.checks import nonempty, path
+
 
 def register(app: typer.Typer) -> None:
     app.command("eval")(eval_cmd)
@@ -13,7 +15,7 @@ def register(app: typer.Typer) -> None:
 
 def eval_cmd(
     run: str = typer.Argument(..., help="Run id, prefix or name, or a folder with a saved adapter."),
-    data: str = typer.Option(None, "--data", help="Held-out rows (messages, prompt/completion, alpaca, text...)."),
+    data: str = typer.Option(None, "--data", callback=nonempty, help="Held-out rows (messages, prompt/completion, alpaca, text...)."),
     tasks: str = typer.Option(None, "--tasks", help="lm-evaluation-harness tasks, comma-separated (the harness extra)."),
     tasks_dir: str = typer.Option(None, "--tasks-dir", help="Folder of your own lm-eval task YAMLs (instead of the built-in ones)."),
     base: str = typer.Option(None, "--base", help="Base model folder or hub id (default: the adapter's)."),
@@ -21,7 +23,7 @@ def eval_cmd(
     skip_bad_rows: bool = typer.Option(False, "--skip-bad-rows", help="Skip and count bad rows of --data."),
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="Rows per forward/generate batch."),
     max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1, help="Answer length (default: longest reference + 8)."),
-    report: Path = typer.Option(None, "--report", help="Markdown report path (default: ADAPTER/eval_report.md)."),
+    report: Path = typer.Option(None, "--report", parser=path, help="Markdown report path (default: ADAPTER/eval_report.md)."),
     json_out: bool = typer.Option(False, "--json", help="Print the scores as JSON."),
 ) -> None:
     """Loss/perplexity and generated answers (exact match; accuracy + confusion for labels; JSON validity),

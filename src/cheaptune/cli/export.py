@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from cheaptune.cli.checks import path
 from cheaptune.cli.vocab import force_option, json_option
 
 
@@ -16,7 +17,7 @@ def register(app: typer.Typer) -> None:
 def export_cmd(
     run: str = typer.Argument(..., help="Run id, prefix or name, or a folder with a saved adapter."),
     to: str = typer.Option(..., "--to", help="merged | ollama | vllm | hub | gguf"),
-    out: Path = typer.Option(None, "--out", "-o", help="Export folder (default: RUN_OUTPUT/export/KIND)."),
+    out: Path = typer.Option(None, "--out", "-o", parser=path, help="Export folder (default: RUN_OUTPUT/export/KIND)."),
     base: str = typer.Option(None, "--base", help="Base model folder or hub id (default: the adapter's)."),
     repo: str = typer.Option(None, "--repo", help="With --to hub: OWNER/NAME."),
     public: bool = typer.Option(False, "--public", help="With --to hub: a public repo (default private)."),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cheaptune.cli.checks import bounded, nonempty
+from cheaptune.cli.checks import bounded, nonempty, path
 from cheaptune.cli.vocab import (
     Spot,
     budget_option,
@@ -25,10 +25,10 @@ def register(app: typer.Typer) -> None:
 
 
 def launch(
-    plan: Path = typer.Argument(None, help="Plan file from `cheaptune plan --save` (not needed with --status/--cancel)."),
+    plan: Path = typer.Argument(None, parser=path, help="Plan file from `cheaptune plan --save` (not needed with --status/--cancel)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Write and validate the SkyPilot task YAML; launch nothing."),
-    out: Path = typer.Option(None, "--out", help="Where the task YAML goes (default: ~/.cheaptune/launch/NAME/task.yaml)."),
-    config: Path = typer.Option(None, "--config", help="Training config YAML for `cheaptune train` on the machine."),
+    out: Path = typer.Option(None, "--out", parser=path, help="Where the task YAML goes (default: ~/.cheaptune/launch/NAME/task.yaml)."),
+    config: Path = typer.Option(None, "--config", parser=path, help="Training config YAML for `cheaptune train` on the machine."),
     cluster: str = typer.Option(None, "--cluster", help="Launch as a cluster with this name (autodown) instead of a managed job."),
     name: str = typer.Option(None, "--name", callback=nonempty, help="Task name; also names the checkpoint bucket (default from the plan)."),
     gpu: str = typer.Option(None, "--gpu", callback=nonempty, help="Override the plan's GPU (any spelling; alternatives are dropped)."),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cheaptune.cli.checks import bounded, refuse_alone, typed
+from cheaptune.cli.checks import bounded, path, refuse_alone, typed
 from cheaptune.cli.vocab import Spot, budget_option, json_option, names_given, network_option, spot_option
 
 DEFAULT_SEQ_LEN = 2048  # tokens per packed sequence when --seq-len is not given (capped at the model's context)
@@ -20,9 +20,9 @@ def plan_command(
     ctx: typer.Context,
     model_arg: str | None = typer.Argument(None, metavar="MODEL",
                                            help="Model: catalog name, hub id, config.json or local model folder."),
-    dataset: Path | None = typer.Argument(None, metavar="DATA", help="Same as --data (kept as an alias)."),
+    dataset: Path | None = typer.Argument(None, metavar="DATA", parser=path, help="Same as --data (kept as an alias)."),
     model_opt: str | None = typer.Option(None, "--model", help="The model, instead of the positional MODEL."),
-    data: Path | None = typer.Option(None, "--data", help="Dataset file (JSONL/CSV/Parquet); or use --tokens / --examples."),
+    data: Path | None = typer.Option(None, "--data", parser=path, help="Dataset file (JSONL/CSV/Parquet); or use --tokens / --examples."),
     tokens: float | None = typer.Option(None, "--tokens", callback=bounded(1, 1e15), help="Training tokens per epoch, e.g. 2e7 (instead of a dataset)."),
     examples: float | None = typer.Option(None, "--examples", callback=bounded(1, 1e12), help="Number of examples (with --avg-tokens)."),
     avg_tokens: int | None = typer.Option(None, "--avg-tokens", callback=bounded(1, 10**7), help="Average tokens per example (default 512)."),
@@ -35,7 +35,7 @@ def plan_command(
                                             "presets (qv, attention, mlp, all-linear: the default; lm_head adds the "
                                             "output head) or module names; sized, timed and saved as given (wins over "
                                             "a config's key)."),
-    config: Path | None = typer.Option(None, "--config", help="Plan the run a cheaptune, Axolotl, LLaMA-Factory or "
+    config: Path | None = typer.Option(None, "--config", parser=path, help="Plan the run a cheaptune, Axolotl, LLaMA-Factory or "
                                        "litgpt YAML config describes (flags given win over its keys); with --save, "
                                        "sized as `cheaptune train` runs it."),
     trainer: str | None = typer.Option(None, "--trainer", help="With --config: whose training step to size (default: "
@@ -75,7 +75,7 @@ def plan_command(
     wide: bool = typer.Option(False, "--wide", help="Every column of the table, however narrow the terminal."),
     progress: bool = typer.Option(False, "--progress", help="Say what is being computed on stderr even under --json "
                                   "or when stderr is not a terminal (shown by default in a terminal)."),
-    save: Path | None = typer.Option(None, "--save", help="Write the plan file for train/launch (YAML)."),
+    save: Path | None = typer.Option(None, "--save", parser=path, help="Write the plan file for train/launch (YAML)."),
     maximize: str | None = typer.Option(None, "--maximize", help="With --budget: plan the most epochs, or the "
                                         "largest share of the data (tokens), that the budget buys."),
     prices: str = typer.Option("cache", "--prices", help="bundled (the shipped snapshot), cache (newest source "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cheaptune.cli.checks import bounded
+from cheaptune.cli.checks import bounded, path
 from cheaptune.cli.vocab import Spot, names_given, spot_flag, spot_option
 
 prices_app = typer.Typer(help=(
@@ -123,7 +123,7 @@ def prices(
 
 @prices_app.command("import-skypilot")
 def import_skypilot(
-    directory: Path = typer.Argument(..., help="A SkyPilot catalog folder, e.g. ~/.sky/catalogs (v8/<cloud>/vms.csv)."),
+    directory: Path = typer.Argument(..., parser=path, help="A SkyPilot catalog folder, e.g. ~/.sky/catalogs (v8/<cloud>/vms.csv)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
     """Copy a SkyPilot catalog into cheaptune's state; its clouds then replace the bundled prices."""

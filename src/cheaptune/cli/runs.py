@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from cheaptune.cli.checks import path
+
 _STATUS_HELP = "Only runs with this status (running, finished, failed, budget-stopped, preempted, killed, launched, lost)."
 
 
@@ -51,7 +53,7 @@ def runs_cmd(
 
 def report_cmd(
     run: str = typer.Argument(..., help="Run id, unique id prefix, or name."),
-    out: Path = typer.Option(None, "--out", help="Folder for the PNG plots (default: reports/RUN in cheaptune's home)."),
+    out: Path = typer.Option(None, "--out", parser=path, help="Folder for the PNG plots (default: reports/RUN in cheaptune's home)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Summarize one run (cost actual against predicted, loss, alerts) and write PNG plots."""
@@ -93,7 +95,7 @@ def _rates(summary: dict) -> str:
 
 def compare_cmd(
     runs: list[str] = typer.Argument(..., help="Two or more run ids, prefixes or names."),
-    plot: Path = typer.Option(None, "--plot", help="Write a cost-against-eval-loss scatter PNG here."),
+    plot: Path = typer.Option(None, "--plot", parser=path, help="Write a cost-against-eval-loss scatter PNG here."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Compare runs: cost against eval loss, cheapest first; marks runs no other run beats on both."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
-from cheaptune.cli.checks import bounded, nonempty
+from cheaptune.cli.checks import bounded, nonempty, path
 from cheaptune.cli.vocab import (
     budget_option,
     checkpoint_dir_option,
@@ -38,8 +38,8 @@ def register(app: typer.Typer) -> None:
 
 
 def train(
-    config: Path = typer.Argument(None, help="Training config YAML (Axolotl-style keys; HF names as aliases)."),
-    plan: Path = typer.Option(None, "--plan", help="Plan file from `cheaptune plan --save`: method, batch, price."),
+    config: Path = typer.Argument(None, parser=path, help="Training config YAML (Axolotl-style keys; HF names as aliases)."),
+    plan: Path = typer.Option(None, "--plan", parser=path, help="Plan file from `cheaptune plan --save`: method, batch, price."),
     model: str = typer.Option(None, "--model", callback=nonempty, help="Base model: local folder or hub id."),
     data: list[str] = typer.Option(None, "--data", help="Dataset file or folder (repeatable); replaces the config's."),
     data_format: str = typer.Option(None, "--format", help="Dataset format: auto, messages, sharegpt, alpaca, ..."),
@@ -52,9 +52,9 @@ def train(
     generation_backend: str = typer.Option(None, "--generation-backend", help="grpo: auto | vllm | vllm-server | transformers."),
     lora_r: int = typer.Option(None, "--lora-r", callback=bounded(1, 2**16), help="LoRA rank."),
     lora_targets: str = typer.Option(None, "--lora-targets", help="qv | attention | mlp | all-linear, +lm_head"),
-    output_dir: str = typer.Option(None, "--output-dir", "-o", help="Where the adapter and summary go."),
+    output_dir: str = typer.Option(None, "--output-dir", "-o", callback=nonempty, help="Where the adapter and summary go."),
     checkpoint_dir: str = checkpoint_dir_option("Checkpoints folder (e.g. a mounted bucket)."),
-    resume: str = typer.Option(None, "--resume", help="auto (default; --resume alone) | never | path to checkpoint-N."),
+    resume: str = typer.Option(None, "--resume", callback=nonempty, help="auto (default; --resume alone) | never | path to checkpoint-N."),
     max_steps: int = typer.Option(None, "--max-steps", callback=bounded(1, 10**9), help="Stop after this many optimizer steps."),
     epochs: float = typer.Option(None, "--epochs", callback=bounded(0, 1000, above=True), help="Number of epochs."),
     micro_batch: int = typer.Option(None, "--micro-batch", callback=bounded(1, 2**16), help="Per-device micro-batch size."),

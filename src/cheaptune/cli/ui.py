@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cheaptune.cli.checks import bounded
+from cheaptune.cli.checks import bounded, path
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
@@ -16,8 +16,8 @@ def ui_cmd(
     port: int = typer.Option(8765, "--port", callback=bounded(1, 65535), help="Port to listen on."),
     token: str = typer.Option(None, "--token", envvar="CHEAPTUNE_UI_TOKEN",
                               help="Secret every request must carry (required with a non-local --host)."),
-    plans: list[Path] = typer.Option(None, "--plans", help="Plan file or folder of them (repeatable; default: here)."),
-    registry: Path = typer.Option(None, "--registry", help="Run registry file (default: runs.sqlite in cheaptune's home)."),
+    plans: list[Path] = typer.Option(None, "--plans", parser=path, help="Plan file or folder of them (repeatable; default: here)."),
+    registry: Path = typer.Option(None, "--registry", parser=path, help="Run registry file (default: runs.sqlite in cheaptune's home)."),
 ) -> None:
     """Serve a read-only dashboard: runs, one run's live loss and $ curves, compare, plan files."""
     from cheaptune.errors import BadInput
