@@ -24,7 +24,7 @@ def test_plan_counts_the_data_without_its_bad_rows_when_asked(tmp_path):
     good = {"messages": [{"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi"}]}
     path = tmp_path / "rows.jsonl"
     path.write_text(json.dumps(good) + "\n{not json\n" + json.dumps(good) + "\n")
-    spec = SimpleNamespace(id="meta-llama/Llama-3.1-8B")  # not a folder: tokens estimated from characters
+    spec = SimpleNamespace(id="meta-llama/Llama-3.1-8B", family="llama-3.1")  # not a folder: estimated
     args = (spec, str(path), None, None, None, 1.0, 512, 16)
     with pytest.raises(BadInput, match="--skip-bad-rows"):
         build_workload(*args)

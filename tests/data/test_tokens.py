@@ -77,3 +77,60 @@ def test_a_preference_pair_counts_both_rows_of_the_concatenated_forward(jsonl, t
     assert got.exact and got.examples == 3 and got.tokens == 3 * want and got.lengths == (want,) * 3
     with pytest.raises(BadInput):
         count_tokens(jsonl([{"text": "not a pair"}]), objective="dpo")
+
+
+def test_a_family_with_a_measured_tokenizer_scales_the_estimate(jsonl):
+    """Llama 2's 32k SentencePiece vocabulary cuts English into more tokens than the rule's tokenizer;
+    Llama 3's reads like the rule; a family nobody measured keeps the rule."""
+    rows = jsonl([{"text": "word " * 800}])
+    rule, llama2, llama3 = (count_tokens(rows, family=f) for f in (None, "llama-2", "llama-3"))
+    other = count_tokens(rows, family="falcon")
+    assert rule.tokens == other.tokens == 1000
+    assert llama2.tokens > 1.1 * rule.tokens and abs(llama3.tokens - rule.tokens) <= 2
+    assert "llama-2 tokenizer" in llama2.method and "rule of thumb" in other.method
+    assert not llama2.exact
+
+
+def _hub_cache(root, repo_id: str, files: dict[str, bytes]):
+    """A Hugging Face cache holding some files of one model, laid out as huggingface_hub writes it."""
+    commit = "0" * 40
+    repo = root / f"models--{repo_id.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    snap = repo / "snapshots" / commit
+    snap.mkdir(parents=True)
+    for name, data in files.items():
+        (snap / name).write_bytes(data)
+    return snap
+
+
+def test_a_hub_model_s_cached_tokenizer_counts_exactly(jsonl, tiny_model_dir, tmp_path, monkeypatch):
+    """A user who has downloaded the model gets an exact count offline, not the estimate."""
+    import huggingface_hub.constants as hf
+
+    from cheaptune.catalog.models import resolve_model
+    from cheaptune.data.tokens import cached_tokenizer
+    from cheaptune.plan.sources import build_workload
+
+    spec = resolve_model("meta-llama/Llama-2-7b-hf")
+    monkeypatch.setattr(hf, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    common = {"tokens": None, "examples": None, "avg_tokens": None, "epochs": 1, "seq_len": 512, "effective_batch": 1}
+    data = str(jsonl(TEXT))
+    assert cached_tokenizer(spec.id) is None
+    assert not build_workload(spec, data, **common).tokens_exact  # nothing cached: the family's estimate
+    files = {n: (tiny_model_dir / n).read_bytes() for n in ("tokenizer.json", "tokenizer_config.json")}
+    snap = _hub_cache(tmp_path / "hub", spec.id, files)
+    assert cached_tokenizer(spec.id) == snap
+    got = build_workload(spec, data, **common)
+    assert got.tokens_exact and got.tokens_basis.startswith("counted (tokenizer")
+
+
+def test_cached_tokenizer_needs_both_files_and_a_repo_id(tiny_model_dir, tmp_path, monkeypatch):
+    import huggingface_hub.constants as hf
+
+    from cheaptune.data.tokens import cached_tokenizer
+
+    monkeypatch.setattr(hf, "HF_HUB_CACHE", str(tmp_path))
+    _hub_cache(tmp_path, "org/half", {"tokenizer.json": (tiny_model_dir / "tokenizer.json").read_bytes()})
+    assert cached_tokenizer("org/half") is None  # no tokenizer_config.json: AutoTokenizer could not load it
+    assert cached_tokenizer("/not/a/repo id") is None

@@ -52,7 +52,7 @@ def test_skip_bad_rows_is_counted_in_the_plan(tmp_path):
     good = {"messages": [{"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi"}]}
     path = tmp_path / "rows.jsonl"
     path.write_text(json.dumps(good) + "\n{not json\n[1, 2]\n" + json.dumps(good) + "\n")
-    spec = SimpleNamespace(id="meta-llama/Llama-3.1-8B")  # not a folder: tokens estimated from characters
+    spec = SimpleNamespace(id="meta-llama/Llama-3.1-8B", family="llama-3.1")  # not a folder: estimated
     w = build_workload(spec, str(path), None, None, None, 1.0, 512, 16, skip_bad_rows=True)
     said = [x for x in plan(w).audit if "bad rows skipped" in x]  # what the user reads, checked first
     assert len(said) == 1 and said[0].startswith("2 bad rows skipped (--skip-bad-rows); the first: ")

@@ -236,12 +236,15 @@ def build_workload(spec: Any, dataset: str | None, tokens: int | None, examples:
         raise BadInput("give one of: a dataset file, --tokens N, or --examples N --avg-tokens M")
     if dataset is not None:
         from cheaptune.data import count_tokens
+        from cheaptune.data.tokens import cached_tokenizer
 
         path = Path(dataset)
         if not path.exists():
             raise BadInput(f"dataset {path} not found; pass a JSONL/CSV/Parquet file or use --tokens N")
-        local = Path(spec.id) if Path(spec.id).is_dir() else None  # a local model folder has a tokenizer
-        tc = count_tokens(path, tokenizer=local, objective=objective, skip_bad_rows=skip_bad_rows)
+        # a local model folder has a tokenizer; a hub model may have one in the user's Hugging Face cache
+        local = Path(spec.id) if Path(spec.id).is_dir() else cached_tokenizer(spec.id)
+        tc = count_tokens(path, tokenizer=local, objective=objective, skip_bad_rows=skip_bad_rows,
+                          family=spec.family)
         basis = f"counted ({tc.method})" if tc.exact else f"estimated ({tc.method})"
         return Workload(tc.tokens, examples=tc.examples, tokens_exact=tc.exact, tokens_basis=basis,
                         dataset_bytes=path.stat().st_size, lengths=tc.lengths, duplicates=tc.duplicates,
