@@ -71,3 +71,16 @@ def test_an_empty_text_path_flag_is_refused_not_ignored(run_cli, tmp_path, monke
     code, out, err = run_cli(*args)
     assert code == 2 and out == "" and err.strip().endswith(f"{flag} is empty; give a value or leave the flag out"), err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, flag", [
+    (("train", "--model", "m", "--data", "a.jsonl", "--data", ""), "--data"),  # an empty one among repeats
+    (("train", "--model", "m", "--objective", "grpo", "--data", "a.jsonl", "--reward", " "), "--reward"),
+    (("launch", "plan.yaml", "--secret", ""), "--secret"),
+])
+def test_a_repeatable_flag_refuses_an_empty_value(run_cli, tmp_path, monkeypatch, args, flag):
+    """`train --data ''` read '' as this folder's dataset; an empty --reward or --secret named nothing."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(*args)
+    assert code == 2 and out == "" and err.strip() == f"error: {flag} is empty; give a value or leave the flag out"
+    assert list(tmp_path.iterdir()) == []

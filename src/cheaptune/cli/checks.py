@@ -46,11 +46,12 @@ def _n(x: Number) -> str:
     return str(x) if isinstance(x, int) else f"{x:g}"
 
 
-def nonempty(param: typer.CallbackParam, value: str | None) -> str | None:
-    """A typer callback refusing a text flag given as '' or spaces: read as 'not given' it was ignored (`launch
-    --gpu ''` kept the plan's GPU with exit 0; `train --model ''` said no base model, `estimate --model ''` read
-    the current folder)."""
-    if value is not None and not value.strip():
+def nonempty(param: typer.CallbackParam, value: str | list[str] | None) -> str | list[str] | None:
+    """A typer callback refusing a text flag given as '' or spaces, once or among repeats: read as 'not given' it
+    was ignored (`launch --gpu ''` kept the plan's GPU with exit 0; `train --model ''` said no base model,
+    `estimate --model ''` read the current folder, `train --data ''` a dataset folder here)."""
+    items = value if isinstance(value, list) else [value]
+    if any(v is not None and not v.strip() for v in items):
         flag = max(param.opts, key=len) if param.opts else str(param.name)
         raise BadInput(f"{flag} is empty; give a value or leave the flag out")
     return value

@@ -46,7 +46,7 @@ def launch(
     bucket_mode: str = typer.Option("MOUNT_CACHED", "--bucket-mode", help="MOUNT_CACHED or MOUNT."),
     store: str = typer.Option(None, "--store", help="Object store of the checkpoint bucket: s3, gcs, azure, r2, ... "
                               "(default: the store of the cloud every offer runs on)."),
-    secret: list[str] = typer.Option(None, "--secret", help="Secret env NAME passed from your environment (repeatable)."),
+    secret: list[str] = typer.Option(None, "--secret", callback=nonempty, help="Secret env NAME passed from your environment (repeatable)."),
     idle_minutes: int = typer.Option(10, "--idle-minutes", help="Cluster autodown after this many idle minutes."),
     max_restarts: int = typer.Option(1, "--max-restarts", help="Managed job: restarts after a crash (not preemptions)."),
     install: str = typer.Option(None, "--install", help="pip spec or local wheel/folder for cheaptune on the machine "
