@@ -134,3 +134,14 @@ def test_cached_tokenizer_needs_both_files_and_a_repo_id(tiny_model_dir, tmp_pat
     _hub_cache(tmp_path, "org/half", {"tokenizer.json": (tiny_model_dir / "tokenizer.json").read_bytes()})
     assert cached_tokenizer("org/half") is None  # no tokenizer_config.json: AutoTokenizer could not load it
     assert cached_tokenizer("/not/a/repo id") is None
+
+
+def test_every_mapped_family_is_a_catalog_family():
+    """A family name the estimate maps to a tokenizer that no catalog model carries would never apply."""
+    from cheaptune.catalog.models import list_models
+    from cheaptune.data.tokens import _estimate_constants
+
+    catalog = {m.family for m in list_models()}
+    for name, t in _estimate_constants()["tokenizers"].items():
+        assert set(t["families"]) <= catalog, name
+        assert 0.5 < float(t["ratio"]) < 1.5
