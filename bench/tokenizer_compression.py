@@ -57,11 +57,12 @@ def _label(path: Path) -> str:
 
 def measure(reference: tuple[str, Path], others: list[tuple[str, Path]]) -> dict:
     texts = corpora()
-    ref_name, ref_path = reference
-    ref = {c: chars_per_token(ref_path, p) for c, p in texts.items()}
+    ref_name = reference[0]
+    measured = {name: (path, {c: chars_per_token(path, p) for c, p in texts.items()})
+                for name, path in [reference, *others]}
+    ref = measured[ref_name][1]
     rows = {}
-    for name, path in [reference, *others]:
-        per = {c: chars_per_token(path, p) for c, p in texts.items()}
+    for name, (path, per) in measured.items():
         ratios = {c: per[c] / ref[c] for c in texts}
         rows[name] = {"file": _label(path), "chars_per_token": {c: round(v, 3) for c, v in per.items()},
                       "ratio_to_reference": {c: round(v, 4) for c, v in ratios.items()},
