@@ -154,3 +154,23 @@ def test_the_stacks_future_warnings_are_not_shown_the_users_are(argv):
         for module in ("transformers.modeling_utils", "trl.trainer.utils", "torch.nn.modules.module", "mytrain"):
             warnings.warn_explicit("`x` is deprecated and will be removed in v6", FutureWarning, "f.py", 1, module=module)
     assert [str(w.message) for w in seen] == ["`x` is deprecated and will be removed in v6"]  # mytrain's only
+
+
+def test_bitsandbytes_cpu_kernel_notice_is_not_shown_its_errors_are(caplog):
+    """bitsandbytes logs at import, on a CPU with AVX-512 BF16, that an optional CPU 4-bit kernel package is missing:
+    every plan started with that line. After the CLI starts, that logger passes errors and drops warnings."""
+    import logging
+
+    from cheaptune.cli.main import BNB_CPU_LOGGER, main
+
+    logger = logging.getLogger(BNB_CPU_LOGGER)
+    old = logger.level
+    try:
+        with pytest.raises(SystemExit):
+            main(["version"])
+        with caplog.at_level(logging.DEBUG, logger="bitsandbytes"):
+            logger.warning("Failed to load CPU gemm_4bit_forward from kernels-community")
+            logger.error("a real bitsandbytes error")
+        assert [r.getMessage() for r in caplog.records if r.name == BNB_CPU_LOGGER] == ["a real bitsandbytes error"]
+    finally:
+        logger.setLevel(old)

@@ -76,13 +76,21 @@ def usage_line(err: click_errors.UsageError) -> str:
     return f"error: {message} (see `{where} --help`)"
 
 
+BNB_CPU_LOGGER = "bitsandbytes.backends.cpu.ops"  # logging.getLogger(__name__) in that module
+
+
 def quiet_stack_warnings() -> None:
     """The stack's deprecation notices (transformers' v6 renames, past_key_values -> cache, ...) warn on every
     train, eval or export about arguments trl and peft pass, which the user can do nothing about: not shown
-    for any command (the user's own code's still are)."""
+    for any command (the user's own code's still are). bitsandbytes' CPU backend logs, at import on a CPU with
+    AVX-512 BF16, that its optional CPU 4-bit kernel package is missing (bitsandbytes 0.50.2 backends/cpu/ops.py,
+    the "kernels-community" warning): cheaptune runs no 4-bit matmul on the CPU (the estimator's fake tensors
+    compute nothing, training runs on the GPU), so that logger shows errors only."""
+    import logging
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl|peft|accelerate|torch)(\.|$)")
+    logging.getLogger(BNB_CPU_LOGGER).setLevel(logging.ERROR)
 
 
 def main(argv: list[str] | None = None) -> None:
