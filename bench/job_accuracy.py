@@ -97,13 +97,11 @@ def trainable(cfg: dict, row: dict) -> int:
 
 def saved_modules(cfg: dict, row: dict) -> tuple[int, int]:
     """(weights, linear weights) of the whole modules a row trains in place (`trainable_extra` names them, peft
-    modules_to_save: embed_tokens, lm_head; vocab x hidden each): trained like any weight, but only the head is a
-    matmul (throughput.Job.saved_params)."""
+    modules_to_save: embed_tokens, lm_head), as `estimate --train-modules` counts them (throughput.trained_module_params)."""
     if row["method"] == "full" or STATED_TRAINABLE.search(row.get("trainable_extra") or ""):
         return 0, 0
     names = [m.strip() for m in (row.get("trainable_extra") or "").split(",") if MODULE_NAME.match(m.strip())]
-    each = int(cfg.get("vocab_size", 0)) * int(cfg["hidden_size"])
-    return len(names) * each, sum(n != "embed_tokens" for n in names) * each
+    return tp.trained_module_params(cfg, ",".join(names))
 
 
 def load_lengths(path: Path = LENGTHS) -> dict[str, dict]:

@@ -91,7 +91,13 @@ LONGEST_SAMPLE = {
     "alpaca-cleaned": 1304,
 }
 OPTIMIZER = {"paged-adamw-32bit": "adamw"}  # bnb's paged 32-bit AdamW: AdamW's state, paged (outside the allocator)
-ATTN = {"flash": "sdpa", "xformers": "sdpa"}  # fused attention kernels save what SDPA's fused kernels save
+# xformers' memory-efficient kernel saves what SDPA's fused kernels save (the estimator's sdpa, and Unsloth's non-flash
+# path: estimate/memory/unsloth_kernels.py); flash rows pass --attn flash
+ATTN = {"xformers": "sdpa"}
+ROPE_SCALED = re.compile(r"RoPE[- ]scal", re.IGNORECASE)
+# Unsloth's get_peft_model trains these target names whole, as modules_to_save (--train-modules), not as LoRA:
+# unslothai/unsloth@015bdef0d94a241bcd94eec7a405b1700632180d models/llama.py L3317-3367
+UNSLOTH_WHOLE = ("embed", "lm_head")
 def _targets(spec: str) -> str:
     names = {"qv": "qv", "o": "o_proj", "mlp": "mlp", "all-linear": "all-linear", "k": "k_proj", "v": "v_proj",
              "down": "down_proj", "embed": "embed_tokens"}
@@ -156,7 +162,10 @@ def seq_len_seen(row: dict) -> int:
 
 
 def cli_options(row: dict, tmp: Path) -> dict:
-    """The `cheaptune estimate` options a user of the row's trainer passes for it."""
+    """The `cheaptune estimate` options a user of the row's trainer passes for it; --allow-long-context where the row
+    states that its run scaled RoPE past the model's context (US26: Unsloth's RoPE scaling of TinyLlama to 4096), as
+    that user would pass it. A row longer than a context of learned positions (GPT-BigCode's n_positions) cannot
+    describe a run and stays refused."""
     trainer, extra = TRAINER.get(row["framework"], ("cheaptune", {}))
     own, pins = stated_versions(row.get("versions", ""))
     extra = dict(extra)
@@ -173,13 +182,21 @@ def cli_options(row: dict, tmp: Path) -> dict:
         if "autocast_adapter_dtype" in own_cfg:  # the result's train_config turned peft's fp32 cast off
             extra["peft_autocast"] = own_cfg["autocast_adapter_dtype"]
         method = "lora"
+    targets = row["lora_targets"]
+    if row["framework"] == "unsloth" and targets:  # get_peft_model moves embed_tokens and lm_head to modules_to_save
+        parts = targets.split("+")
+        whole = [_targets(p) for p in parts if p in UNSLOTH_WHOLE]
+        targets = "+".join(p for p in parts if p not in UNSLOTH_WHOLE)
+        if whole:
+            extra["train_modules"] = ",".join(whole)
     return dict(model=row["model"], method=method, lora_r=int(row["lora_r"] or 16),
-                lora_targets=_targets(row["lora_targets"]) if method in ("lora", "qlora", "dora") else None,
+                lora_targets=_targets(targets) if method in ("lora", "qlora", "dora") else None,
                 micro_batch=int(row["micro_batch"]), seq_len=seq_len_seen(row), precision=row["precision"] or None,
                 quant=row["quant"] or None, grad_ckpt=row["grad_ckpt"] == "yes",
                 optimizer=OPTIMIZER.get(row["optimizer"], row["optimizer"] or "adamw"),
                 attn=ATTN.get(row["attn"], row["attn"] or "sdpa"), trainer=trainer,
-                grad_accum=stated_accumulation(row), **extra)
+                grad_accum=stated_accumulation(row), allow_long_context=ROPE_SCALED.search(row.get("note", "")) is not None,
+                **extra)
 
 
 def _summary(errs: list[float]) -> dict:

@@ -55,3 +55,25 @@ def test_a_plan_fit_on_the_analytic_fallback_is_not_stored():
     assert _cached("p1-fallback-key", lambda: next(outcomes)).micro_batch == 1
     assert _cached("p1-fallback-key", lambda: next(outcomes)).micro_batch == 2  # computed again
     assert _cached("p1-fallback-key", lambda: pytest.fail("a simulated fit was not stored")).micro_batch == 2
+
+
+def test_the_cache_key_follows_the_simulators_code(tmp_path, monkeypatch):
+    """An upgraded or edited simulator re-simulates: its code and data are part of the key, so an estimate written
+    by other code (here: a changed profiles.yaml or a changed module) is not served."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(cache.__file__).parents[1]
+    copy = tmp_path / "estimate"
+    shutil.copytree(root / "memory", copy / "memory", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(root / "data", copy / "data")
+    shutil.copy(root / "policy.py", copy / "policy.py")
+    monkeypatch.setattr(cache, "__file__", str(copy / "memory" / "cache.py"))
+    digests = []
+    for edit in (None, copy / "data" / "profiles.yaml", copy / "memory" / "simulate.py"):
+        if edit is not None:
+            edit.write_text(edit.read_text() + "\n# edited\n")
+        cache.code_digest.cache_clear()
+        digests.append(cache.key({"model": "m"}, {"hidden_size": 8}))
+    cache.code_digest.cache_clear()
+    assert len(set(digests)) == 3

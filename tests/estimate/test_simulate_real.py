@@ -22,6 +22,8 @@ VARIANTS = [
     dict(method="lora", objective="dpo"),  # trl's preference steps: policy and reference passes, paired batch
     dict(method="full", objective="dpo"),
     dict(method="lora", objective="orpo"),
+    dict(method="lora", train_modules="embed_tokens,lm_head"),  # peft modules_to_save: trained copies beside the adapter
+    dict(method="qlora", trainer="unsloth", grad_ckpt=False, train_modules="embed_tokens,lm_head"),  # Unsloth's kernels
 ]
 
 

@@ -80,3 +80,20 @@ def test_a_config_number_that_no_run_can_have_is_one_line(tmp_path, base, key, v
     path.write_text(f"{base}{key}: {value}\n")
     with pytest.raises(BadInput, match=rf"{key} must be a (whole number >= 1|number from 0 to below 1) \(got "):
         read_foreign_config(path)
+
+
+def test_modules_trained_whole_are_read_from_axolotl_and_llama_factory(tmp_path):
+    """Axolotl's lora_modules_to_save and LLaMA-Factory's additional_target are peft modules_to_save: read as
+    --train-modules, no longer listed as changing the run unmodelled; a value that names no modules is refused."""
+    ax = tmp_path / "ax.yaml"
+    ax.write_text("base_model: NousResearch/Llama-2-7b-hf\nadapter: lora\nsequence_len: 512\nlora_target_linear: true\n"
+                  "lora_modules_to_save: [embed_tokens, lm_head]\n")
+    fc = read_foreign_config(ax)
+    assert fc.request["train_modules"] == "embed_tokens,lm_head" and "lora_modules_to_save" not in fc.named
+    lf = tmp_path / "lf.yaml"
+    lf.write_text("model_name_or_path: meta-llama/Llama-3.1-8B\nstage: sft\nfinetuning_type: lora\nlora_target: all\n"
+                  "additional_target: embed_tokens,lm_head\ncutoff_len: 512\n")
+    assert read_foreign_config(lf).request["train_modules"] == "embed_tokens,lm_head"
+    ax.write_text("base_model: x\nadapter: lora\nsequence_len: 8\nlora_modules_to_save: [1]\n")
+    with pytest.raises(BadInput, match="lora_modules_to_save must list module names"):
+        read_foreign_config(ax)

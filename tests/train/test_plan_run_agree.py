@@ -157,3 +157,24 @@ def test_a_config_that_changes_a_plan_setting_is_warned_and_refused_when_it_no_l
     same = build(None, plan, {"output_dir": str(tmp_path / "o"), "num_epochs": 3})  # epochs: no new peak
     assert check_plan_overrides(same, plan) is None
     assert f"num_epochs {settings.epochs} -> 3 (command line)" in capsys.readouterr().err
+
+
+def test_a_plan_that_trains_the_embedding_and_head_runs_them_as_planned(tiny_model_dir, tmp_path):
+    """train_modules (peft modules_to_save) goes plan -> config (lora_modules_to_save) -> the built trainer's peft
+    config, and what runs estimates as planned: a trained copy of the embedding and of the head beside the adapter."""
+    settings = for_gpu("lora", True, micro_batch=MICRO, seq_len=SEQ, lora_r=8, lora_alpha=16,
+                       train_modules="embed_tokens,lm_head")
+    plan = tmp_path / "plan.yaml"
+    _plan_file(plan, tiny_model_dir, settings)
+    cfg = build(None, plan, {"device": "cpu", "output_dir": str(tmp_path / "out"), "datasets": [{"path": "unused"}]})
+    assert cfg.lora_modules_to_save == ["embed_tokens", "lm_head"]
+    trainer = _built_trainer(tiny_model_dir, cfg)
+    ran = read_back(trainer)
+    assert ran.train_modules == "embed_tokens,lm_head"
+    trained = {n for n, p in trainer.model.named_parameters() if p.requires_grad and "modules_to_save" in n}
+    assert any("embed_tokens" in n for n in trained) and any("lm_head" in n for n in trained)
+    run_est = estimate_memory(ran.request(str(tiny_model_dir)))
+    assert run_est.device_total_bytes == planfile.load(plan).prediction.peak_vram_bytes
+    plain = estimate_memory(for_gpu("lora", True, micro_batch=MICRO, seq_len=SEQ, lora_r=8,
+                                    lora_alpha=16).request(str(tiny_model_dir)))
+    assert run_est.trainable_params > plain.trainable_params

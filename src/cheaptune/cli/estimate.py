@@ -9,7 +9,7 @@ from cheaptune.cli.vocab import network_option
 
 GIB = 2**30
 GRPO_ONLY = ("generations", "completion_len", "prompt_len", "beta", "generation_backend", "vllm_memory", "expected_len")
-ADAPTER_ONLY = ("lora_r", "lora_alpha", "lora_targets", "lora_dropout", "peft_autocast")
+ADAPTER_ONLY = ("lora_r", "lora_alpha", "lora_targets", "lora_dropout", "peft_autocast", "train_modules")
 NEAR_LIMIT = 0.05  # fits, but with less than 5% of the GPU free beyond the headroom
 
 
@@ -150,7 +150,7 @@ def request_from_options(*, config: str | None = None, trainer: str | None = Non
                          lora_alpha: int = 32, grad_ckpt: bool | None = None, optimizer: str = "adamw", attn: str = "sdpa",
                          gpus: int = 1, sharding: str | None = None, offload: bool = False,
                          allow_long_context: bool = False, full_sim: bool = False, objective: str = "sft",
-                         precompute_ref: bool = False, grad_accum: int = 1):
+                         precompute_ref: bool = False, grad_accum: int = 1, train_modules: str | None = None):
     """(EstimateRequest, ForeignConfig | None) that `cheaptune estimate` makes of its options. The memory bench
     builds every row with it, so a bench figure is what a user gets from the same flags.
 
@@ -168,7 +168,8 @@ def request_from_options(*, config: str | None = None, trainer: str | None = Non
     name, pins, _ = config_pins(raw, config, trainer, versions)
     given = dict(model=model, method=method, micro_batch=micro_batch, seq_len=seq_len, precision=precision,
                  quant=quant, loss=loss, lora_targets=lora_targets, lora_dropout=lora_dropout, versions=join_pins(pins),
-                 peft_config=_read_peft_config(peft_config), autocast_adapter_dtype=peft_autocast, grad_ckpt=grad_ckpt)
+                 peft_config=_read_peft_config(peft_config), autocast_adapter_dtype=peft_autocast, grad_ckpt=grad_ckpt,
+                 train_modules=train_modules)
     rest = dict(lora_r=lora_r, lora_alpha=lora_alpha, optimizer=optimizer, attn=attn, gpus=gpus,
                 sharding=sharding, offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
                 objective=objective.lower(), precompute_ref=precompute_ref, grad_accum=grad_accum)
@@ -225,6 +226,10 @@ def register(app: typer.Typer) -> None:
                                            help="peft get_peft_model's fp32 cast of the adapters (default: the "
                                            "trainer's)."),
         lora_dropout: float = typer.Option(None, "--lora-dropout", help="LoRA dropout (default: the trainer's)."),
+        train_modules: str = typer.Option(None, "--train-modules", callback=nonempty, help="Whole modules trained "
+                                          "beside a LoRA adapter (peft modules_to_save), e.g. embed_tokens,lm_head "
+                                          "to learn new tokens: a trained copy of each, with its gradients and "
+                                          "optimizer state."),
         config: str = typer.Option(None, "--config", callback=nonempty, help="A cheaptune, Axolotl, LLaMA-Factory or litgpt YAML config "
                                    "to estimate (its versions: and trainer: keys too); --versions, --trainer, --model, --method, "
                                    "--micro-batch, --seq-len, --precision, --quant, --loss, --lora-targets, "
@@ -274,7 +279,8 @@ def register(app: typer.Typer) -> None:
             loss=loss, lora_targets=lora_targets, lora_dropout=lora_dropout, lora_r=lora_r, lora_alpha=lora_alpha,
             grad_ckpt=grad_ckpt, optimizer=optimizer, attn=attn, gpus=gpu_count * nodes, sharding=sharding,
             offload=offload, allow_long_context=allow_long_context, full_sim=full_sim,
-            objective="sft" if grpo else objective, precompute_ref=precompute_ref, grad_accum=grad_accum)
+            objective="sft" if grpo else objective, precompute_ref=precompute_ref, grad_accum=grad_accum,
+            train_modules=train_modules)
         refuse_alone(ctx, ADAPTER_ONLY, req.method != "full", "an adapter method (--method lora, qlora, dora, ...)",
                      "a full fine-tune trains every weight and builds no adapter; drop it")
         if grpo:

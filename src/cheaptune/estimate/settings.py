@@ -42,6 +42,8 @@ class TrainSettings(BaseModel):
     lora_targets: str | None = "all-linear"
     lora_dropout: float | None = Field(policy.LORA_DROPOUT, ge=0.0, lt=1.0,
                                        description="LoRA dropout: > 0 keeps a dropped copy of each adapted input")
+    train_modules: str | None = Field(None, description="modules trained whole beside the adapter (peft "
+                                      "modules_to_save), e.g. embed_tokens,lm_head")
     micro_batch: int = Field(1, ge=1, le=4096)
     grad_accum: int = Field(1, ge=1, le=1_000_000)
     grad_ckpt: bool = False
@@ -75,7 +77,7 @@ class TrainSettings(BaseModel):
         if self.method != "qlora" and self.quant is not None:
             raise ValueError(f"quant {self.quant} needs method qlora (it quantizes the frozen base)")
         if self.method not in LORA_METHODS:
-            self.lora_r = self.lora_alpha = self.lora_targets = self.lora_dropout = None
+            self.lora_r = self.lora_alpha = self.lora_targets = self.lora_dropout = self.train_modules = None
         elif self.lora_r is None or self.lora_alpha is None:
             raise ValueError(f"method {self.method} needs lora_r and lora_alpha")
         elif self.lora_dropout is None:
@@ -116,6 +118,7 @@ class TrainSettings(BaseModel):
             attn=self.attn, loss=self.loss, gpus=self.gpus, sharding=self.sharding_name, offload=self.offload,
             allow_long_context=True, precompute_ref=self.precompute_ref, grad_accum=min(self.grad_accum, policy.HELD_MICRO_STEPS),
             objective="sft" if self.objective == "grpo" else self.objective,  # GRPO's policy step: rl.grpo_setup
+            train_modules=self.train_modules,
         )
 
 

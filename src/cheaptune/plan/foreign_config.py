@@ -182,13 +182,24 @@ AXOLOTL_MAPPED = frozenset({
     "base_model", "adapter", "load_in_4bit", "load_in_8bit", "lora_target_linear", "lora_target_modules",
     "flash_attention", "eager_attention", "attn_implementation", "sdp_attention", "plugins", "sequence_len",
     "micro_batch_size", "gradient_checkpointing", "gradient_checkpointing_kwargs", "bf16", "fp16", "optimizer",
-    "liger_fused_linear_cross_entropy", "lora_r", "lora_alpha", "lora_dropout"})
+    "liger_fused_linear_cross_entropy", "lora_r", "lora_alpha", "lora_dropout", "lora_modules_to_save"})
 
 
 def axolotl_keys() -> frozenset[str]:
     """Every key the Axolotl reader knows (mapped, ignored, time, named): a key outside it is cheaptune's own."""
     spec = _keys()["axolotl"]
     return AXOLOTL_MAPPED | {*spec["ignored"], *spec.get("time", ()), *spec["named"], *TRAINED_OWN_WAY}
+
+
+def _names(value, key: str, path) -> str | None:
+    """A module-name list key (Axolotl's lora_modules_to_save list, LLaMA-Factory's additional_target string) as
+    --train-modules takes it; None when unset."""
+    if value in (None, "", []):
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
+        raise BadInput(f"{path}: {key} must list module names (e.g. [embed_tokens, lm_head]); got {value!r}")
+    return ",".join(i.strip() for i in items)
 
 
 def _axolotl(raw: dict, path) -> tuple[set, dict]:
@@ -216,7 +227,8 @@ def _axolotl(raw: dict, path) -> tuple[set, dict]:
     if method != "full":
         req.update(lora_r=_whole(raw.get("lora_r", 8), "lora_r", path),
                    lora_alpha=_whole(raw.get("lora_alpha", 16), "lora_alpha", path),
-                   lora_dropout=_fraction(raw.get("lora_dropout"), "lora_dropout", path), lora_targets=targets or "qv")
+                   lora_dropout=_fraction(raw.get("lora_dropout"), "lora_dropout", path), lora_targets=targets or "qv",
+                   train_modules=_names(raw.get("lora_modules_to_save"), "lora_modules_to_save", path))
     return AXOLOTL_MAPPED, {k: v for k, v in req.items() if v is not None}
 
 
@@ -242,8 +254,10 @@ def _llama_factory(raw: dict, path) -> tuple[set, dict]:
     if method != "full":
         req.update(lora_r=rank, lora_alpha=_whole(raw.get("lora_alpha") or 2 * rank, "lora_alpha", path),
                    lora_dropout=_fraction(raw.get("lora_dropout"), "lora_dropout", path),
-                   lora_targets="all-linear" if target == "all" else target)
+                   lora_targets="all-linear" if target == "all" else target,
+                   train_modules=_names(raw.get("additional_target"), "additional_target", path))
     mapped = {"model_name_or_path", "finetuning_type", "quantization_bit", "lora_target", "lora_rank", "lora_alpha",
+              "additional_target",
               "lora_dropout", "cutoff_len", "per_device_train_batch_size", "disable_gradient_checkpointing", "bf16",
               "fp16", "pure_bf16", "optim", "flash_attn", "stage"}
     return mapped, {k: v for k, v in req.items() if v is not None}

@@ -26,9 +26,10 @@ FITS = "plan_fits"  # the cache's folder under $CHEAPTUNE_HOME/cache
 
 
 def _fit_key(spec: Any, **parts: Any) -> str:
-    from cheaptune.estimate.memory import memory
+    from cheaptune.estimate.memory import cache, memory
 
-    return jsoncache.digest({"s": FIT_CACHE_SCHEMA, "v": memory.ESTIMATOR_VERSION, "cfg": spec.config, **parts})
+    return jsoncache.digest({"s": FIT_CACHE_SCHEMA, "v": memory.ESTIMATOR_VERSION, "code": cache.code_digest(),
+                             "cfg": spec.config, **parts})
 
 
 def _fit_path(key: str) -> Path:

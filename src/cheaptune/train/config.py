@@ -62,6 +62,9 @@ class TrainConfig(GrpoFields, BaseModel):
     lora_target_modules: list[str] | str | None = None
     lora_target_linear: bool | None = None
     lora_targets: str = Field("all-linear", description="preset: qv | attention | mlp | all-linear, +lm_head")
+    lora_modules_to_save: list[str] | str | None = Field(None, description="modules trained whole beside the "
+                                                         "adapter (peft modules_to_save), e.g. [embed_tokens, lm_head] "
+                                                         "for new tokens")
     num_virtual_tokens: int = Field(VIRTUAL_TOKENS, ge=1, description="prompt/prefix tuning length")
     datasets: list[DatasetSpec] = Field(default_factory=list)
     val_set_size: float = Field(0.0, ge=0.0, description="fraction (<1) or row count (>=1) held out")
@@ -155,6 +158,9 @@ class TrainConfig(GrpoFields, BaseModel):
             raise ValueError(f"quant {self.quant} needs method qlora (it quantizes the frozen base)")
         if self.lora_target_linear and not self.lora_target_modules:
             self.lora_targets = "all-linear"
+        if self.lora_modules_to_save and self.method not in ("lora", "qlora", "dora"):
+            raise ValueError(f"lora_modules_to_save trains modules beside a LoRA adapter; method {self.method} has "
+                             "none (full trains every weight already)")
         if self.beta is None:
             self.beta = 0.0 if self.objective == "grpo" else 0.1
         if self.objective in ("dpo", "orpo", "kto") and self.beta <= 0:

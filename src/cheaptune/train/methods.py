@@ -157,6 +157,16 @@ def target_modules(cfg: TrainConfig, model) -> list[str] | str:
         raise BadInput(f"lora_targets '{cfg.lora_targets}': {err}") from None
 
 
+def modules_to_save(cfg: TrainConfig, model) -> list[str] | None:
+    """The modules trained whole beside the adapter, resolved on the model as the estimator resolves them
+    (embed_tokens and lm_head: this model's input embedding and head, whatever it names them)."""
+    from cheaptune.estimate.memory.targets import resolve_train_modules
+    from cheaptune.train.settings import train_modules
+
+    names = train_modules(cfg)
+    return resolve_train_modules(model, names) if names else None
+
+
 def peft_config(cfg: TrainConfig, model):
     """The peft config for the method, or None for full fine-tuning."""
     import peft
@@ -172,6 +182,7 @@ def peft_config(cfg: TrainConfig, model):
             target_modules=target_modules(cfg, model),
             use_dora=cfg.method == "dora",
             bias="none",
+            modules_to_save=modules_to_save(cfg, model),
             **common,
         )
     if cfg.method == "ia3":

@@ -14,7 +14,7 @@ from cheaptune.estimate.rl_settings import RLSettings
 # these trains something other than what the plan sized, so train warns and re-estimates (train.plancheck).
 SETTING_KEYS = ("method", "precision", "quant", "optimizer", "micro_batch_size", "gradient_accumulation_steps",
                 "gradient_checkpointing", "attn", "sequence_len", "num_epochs", "lora_r", "lora_alpha",
-                "lora_targets", "save_minutes", "liger_kernel", "torch_compile", "objective",
+                "lora_targets", "lora_modules_to_save", "save_minutes", "liger_kernel", "torch_compile", "objective",
                 "precompute_ref_log_probs", *RLSettings.model_fields)
 
 

@@ -41,11 +41,19 @@ def config_fields(s: TrainSettings) -> dict[str, Any]:
     }
     if s.lora_r is not None:
         out.update(lora_r=s.lora_r, lora_alpha=s.lora_alpha, lora_targets=s.lora_targets, lora_dropout=s.lora_dropout)
+        if s.train_modules:
+            out["lora_modules_to_save"] = s.train_modules.split(",")
     if s.checkpoint_minutes is not None:
         out["save_minutes"] = s.checkpoint_minutes
     if s.rl is not None:
         out.update(s.rl.model_dump())  # the GRPO keys of the config, by the same names
     return out
+
+
+def train_modules(cfg: Any) -> str | None:
+    """A config's lora_modules_to_save as the estimator's --train-modules names (None when unset)."""
+    mods = cfg.lora_modules_to_save
+    return (mods if isinstance(mods, str) else ",".join(mods)) if mods else None
 
 
 def _targets(cfg: Any) -> str:
@@ -66,7 +74,7 @@ def from_config(cfg: Any, precision: str, gpus: int = 1, sharding: str | None = 
         method=cfg.method, precision=precision, quant=cfg.quant if cfg.method == "qlora" else None,
         optimizer=optimizer, lora_r=cfg.lora_r if lora else None, lora_alpha=cfg.lora_alpha if lora else None,
         lora_targets=_targets(cfg) if lora else None, lora_dropout=cfg.lora_dropout if lora else None,
-        micro_batch=cfg.micro_batch_size,
+        train_modules=train_modules(cfg) if lora else None, micro_batch=cfg.micro_batch_size,
         grad_accum=cfg.gradient_accumulation_steps, grad_ckpt=cfg.gradient_checkpointing, attn=cfg.attn,
         liger_kernel=cfg.liger_kernel, torch_compile=cfg.torch_compile,
         seq_len=cfg.sequence_len, epochs=cfg.num_epochs, gpus=gpus, sharding=sharding if gpus > 1 else None,
@@ -140,6 +148,7 @@ def read_back(trainer: Any) -> TrainSettings:
         lora_r=peft_cfg.r if lora else None, lora_alpha=peft_cfg.lora_alpha if lora else None,
         lora_targets=",".join(sorted(peft_cfg.target_modules)) if lora else None,
         lora_dropout=peft_cfg.lora_dropout if lora else None,
+        train_modules=",".join(sorted(peft_cfg.modules_to_save)) if lora and peft_cfg.modules_to_save else None,
         micro_batch=args.per_device_train_batch_size, grad_accum=args.gradient_accumulation_steps,
         grad_ckpt=bool(args.gradient_checkpointing), attn=model.config._attn_implementation,
         liger_kernel=bool(args.use_liger_kernel), torch_compile=bool(args.torch_compile),

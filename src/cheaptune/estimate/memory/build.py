@@ -28,16 +28,17 @@ class Built:
 def _peft_config(req, policy: Policy, model):
     import peft
 
-    from cheaptune.estimate.memory.targets import resolve_targets
+    from cheaptune.estimate.memory.targets import resolve_targets, resolve_train_modules
 
     method = req.method
     if getattr(req, "peft_config", None):
         return peft_config_from_json(req.peft_config)
     if method in ("lora", "qlora", "dora"):
         targets = resolve_targets(model, req.lora_targets)
+        saved = resolve_train_modules(model, req.train_modules) if getattr(req, "train_modules", None) else None
         return peft.LoraConfig(
             r=req.lora_r, lora_alpha=req.lora_alpha, lora_dropout=policy.lora_dropout,
-            target_modules=targets, use_dora=method == "dora", task_type="CAUSAL_LM",
+            target_modules=targets, use_dora=method == "dora", task_type="CAUSAL_LM", modules_to_save=saved,
         )
     if method == "ia3":
         return peft.IA3Config(task_type="CAUSAL_LM")
@@ -127,6 +128,24 @@ def check_quantized(model, label: str) -> None:
                        "--method lora")
 
 
+# the attribute a module carries when the trainer keeps it in host RAM: its weights are not counted on the GPU
+ON_HOST = "_cheaptune_on_host"
+
+
+def _trained_copies_as_unsloth(model, policy: Policy) -> None:
+    """Unsloth's modules_to_save: the trained copy in its own 16-bit dtype (float32 where that is fp16), the frozen
+    original moved to host RAM (unslothai/unsloth@015bdef0d94a241bcd94eec7a405b1700632180d models/llama.py L162-189
+    _offload_frozen_module_for_training, called from get_peft_model L3209-3221)."""
+    from peft.utils.other import ModulesToSaveWrapper
+
+    for mod in model.modules():
+        if isinstance(mod, ModulesToSaveWrapper):
+            half = policy.base_dtype if policy.base_dtype != torch.float16 else torch.float32
+            for copy in mod.modules_to_save.values():
+                copy.to(dtype=half)
+            setattr(mod.original_module, ON_HOST, True)
+
+
 def build_on_meta(req, policy: Policy, cfg) -> Built:
     """Model with the method applied, still on meta; trainable flags as the trainer sets them."""
     model = instantiate_on_meta(cfg, policy.base_dtype, req.attn)
@@ -152,11 +171,17 @@ def build_on_meta(req, policy: Policy, cfg) -> Built:
                                         autocast_adapter_dtype=policy.adapter_dtype == torch.float32)
         if policy.autocast is not None or policy.adapter == policy.base or quantized:
             set_adapter_dtype(model, policy)  # else no autocast: peft's own cast stands (LN tuning's norms stay 16-bit)
+        if profile.train_modules_on_host:
+            _trained_copies_as_unsloth(model, policy)
     if get_profile(getattr(req, "trainer", None)).fused_qkv and not getattr(req, "peft_config", None) \
             and req.method in ("full", "lora", "qlora"):
         from cheaptune.estimate.memory.fused_qkv import apply_fused_qkv
 
         apply_fused_qkv(model, cfg, qv_preset="qv" in req.lora_targets.split(","))
+    if get_profile(getattr(req, "trainer", None)).fused_kernels and not getattr(req, "peft_config", None):
+        from cheaptune.estimate.memory.unsloth_kernels import apply_unsloth_kernels
+
+        apply_unsloth_kernels(model, cfg, policy.lora_dropout if req.method in ("lora", "qlora") else 0.0, req.attn)
     if req.grad_ckpt:
         # reentrant_ckpt (data/versions.yaml): transformers before #43203 ran torch's reentrant checkpointing; its
         # first forward is under no_grad, so nothing a layer keeps outside save_for_backward (bitsandbytes

@@ -29,18 +29,26 @@ def _versions() -> dict[str, str]:
 
 
 @cache
-def _profiles() -> str:
-    """The trainer profiles' file digest: editing a profile re-simulates what it changes."""
-    from cheaptune.estimate.memory.profiles import DATA
+def code_digest() -> str:
+    """Digest of the simulator's own code and data (estimate/memory/*.py, estimate/policy.py, estimate/data/*, the
+    trainer profiles among them): an upgraded or edited cheaptune re-simulates, where a key of the inputs and the
+    library versions alone would keep serving the estimates of the code that wrote them."""
+    from pathlib import Path
 
-    return hashlib.sha256(DATA.read_bytes()).hexdigest()[:16]
+    root = Path(__file__).parents[1]  # cheaptune/estimate
+    files = [*sorted((root / "memory").glob("*.py")), root / "policy.py", *sorted((root / "data").iterdir())]
+    h = hashlib.sha256()
+    for f in files:
+        if f.is_file():
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def key(inputs: dict, config: dict) -> str:
     from cheaptune.estimate.memory import overheads
 
     return jsoncache.digest({"schema": SCHEMA, "inputs": inputs, "config": config, "libs": _versions(),
-                             "overheads": overheads.constants(), "profiles": _profiles()})
+                             "overheads": overheads.constants(), "code": code_digest()})
 
 
 def load(k: str) -> dict | None:

@@ -90,7 +90,7 @@ def apply_fused_qkv(model, cfg, qv_preset: bool) -> int:
         if parts and parts != set(sizes):
             held += sum(sizes[p] for p in parts)
         if held:
-            attn.register_forward_hook(lambda _m, _a, out, n=held: _hold(out, n))
+            attn.register_forward_hook(lambda _m, _a, out, n=held: hold_activations(out, n))
         changed += bool(held or shared)
     return changed
 
@@ -109,7 +109,7 @@ def _share_dropout(layers: list) -> bool:
     return shared
 
 
-def _hold(out, n: int):
+def hold_activations(out, n: int):
     """The attention output, now keeping `n` more activations per token (an empty tensor of the held parts' size)."""
     first = out[0] if isinstance(out, tuple) else out
     if not first.requires_grad:

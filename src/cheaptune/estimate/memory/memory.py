@@ -34,7 +34,7 @@ from cheaptune.estimate.policy import (
 
 __all__ = ["DEFAULT_PRECISION", "EstimateRequest", "FitResult", "MemoryEstimate", "estimate_memory",
            "fit_micro_batch"]
-ESTIMATOR_VERSION = "16"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator; 9 hf profile: peft's fp32 adapters under bf16-true; 10 version-dependent terms from trainer and library versions (versions.py), torchtune 0.1 init replay and peft < 0.21 OSF removed; 11 unsloth offloaded checkpointing, litgpt untied and 4-bit head, fp16 quant state; 12 foreach AdamW temporaries (HF Trainer on torch < 2.8, litgpt); 13 litgpt repeats k and v per query head; 14 unsloth in-place fused cross-entropy and logits cast to the checkpoint dtype, gradients held across accumulation micro-steps; 15 litgpt's loop holds the last micro-step's logits and graph through the next forward, its k/v repeat and foreach AdamW left out; 16 each gemm_4bit's dequantized weight held while that op runs, backward's seen dequantize not added again
+ESTIMATOR_VERSION = "17"  # bump when the simulation changes: 2 QLoRA 16-bit bases refused; 3 DPO/ORPO steps; 4 litgpt fused GELU; 5 load-time peak; 6 OSF as peft < 0.21 ran it; 7 litgpt fp32 outputs, fused qkv, math SDPA in 16 bits; 8 torchtune 0.1 init replayed through the caching allocator; 9 hf profile: peft's fp32 adapters under bf16-true; 10 version-dependent terms from trainer and library versions (versions.py), torchtune 0.1 init replay and peft < 0.21 OSF removed; 11 unsloth offloaded checkpointing, litgpt untied and 4-bit head, fp16 quant state; 12 foreach AdamW temporaries (HF Trainer on torch < 2.8, litgpt); 13 litgpt repeats k and v per query head; 14 unsloth in-place fused cross-entropy and logits cast to the checkpoint dtype, gradients held across accumulation micro-steps; 15 litgpt's loop holds the last micro-step's logits and graph through the next forward, its k/v repeat and foreach AdamW left out; 16 each gemm_4bit's dequantized weight held while that op runs, backward's seen dequantize not added again; 17 unsloth's LoRA and RMSNorm kernels keep what they save, xformers' repeated K/V
 PEFT_METHODS = ("lora", "qlora", "dora")
 
 
@@ -68,6 +68,7 @@ class EstimateRequest:
     objective: str = "sft"  # sft | dpo | orpo: trl's preference step (simulate.preference_forward)
     precompute_ref: bool = False  # dpo, full: reference log-probs precomputed, so no reference copy is held
     grad_accum: int = 1  # micro-steps per optimizer step: > 1 holds every gradient into the next micro-step's forward
+    train_modules: str | None = None  # whole modules trained beside a LoRA adapter (peft modules_to_save): embed_tokens,lm_head
 
 
 def model_config(model) -> tuple[dict, str]:

@@ -48,6 +48,8 @@ class Profile:
     fp32_outputs: bool = False
     fused_gelu: bool = False
     fused_qkv: bool = False
+    fused_kernels: bool = False
+    train_modules_on_host: bool = False
     all_linears_4bit: bool = False
     offload_ckpt: bool = False
     untied_head: bool = False

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from cheaptune.estimate.memory.build import build_on_meta, meta_to_fake, quiet
+from cheaptune.estimate.memory.build import ON_HOST, build_on_meta, meta_to_fake, quiet
 from cheaptune.estimate.memory.layers import decoder_layers, layer_period
 from cheaptune.estimate.memory.mechanisms import mechanism, profile_policy
 from cheaptune.estimate.memory.moe_dispatch import grouped_mm_bf16_only
@@ -244,7 +244,7 @@ def _run_steps(model, req, policy, cfg, steps, trainable, total, max_lin, replay
     params = [p for p in model.parameters() if p.requires_grad]
     tracker = PeakTracker()
     tracker.inside_op = _dequant_inside(req)
-    seen: set[int] = set()
+    seen: set[int] = {id(p) for m in model.modules() if getattr(m, ON_HOST, False) for p in m.parameters()}
     for p in model.parameters():
         if id(p) not in seen:
             seen.add(id(p))

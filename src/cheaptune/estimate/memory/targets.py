@@ -10,6 +10,9 @@ from __future__ import annotations
 from cheaptune.errors import BadInput
 
 PRESETS = ("qv", "attention", "mlp", "all-linear", "lm_head")
+# --train-modules names for the two modules users train whole beside an adapter (new tokens' rows), whatever the
+# architecture calls them: its input embedding and its output head (get_input/output_embeddings)
+TRAIN_MODULE_ALIASES = ("embed_tokens", "lm_head")
 _Q_V = {"q_proj", "v_proj", "query", "value", "q", "v", "wq", "wv"}
 _FUSED_QKV = {"qkv_proj", "query_key_value", "c_attn", "Wqkv", "qkv", "W_pack", "wqkv"}
 _ATTN_HINTS = ("attn", "attention")
@@ -81,4 +84,30 @@ def resolve_targets(model_or_config, spec: str | list[str]) -> list[str]:
             raise BadInput(f"unknown LoRA target {item!r} for this model; valid: {valid}")
     if not out:
         raise BadInput(f"LoRA targets {spec!r} match no Linear layer in this model; try all-linear")
+    return sorted(dict.fromkeys(out))
+
+
+def resolve_train_modules(model_or_config, spec: str) -> list[str]:
+    """Module leaf names for peft's `modules_to_save` (trained whole, a copy beside the frozen original) from
+    'embed_tokens,lm_head' (this model's input embedding and head, whatever it names them) or module names."""
+    import torch
+
+    model = model_or_config if isinstance(model_or_config, torch.nn.Module) else _one_layer_model(model_or_config)
+    found = {"embed_tokens": model.get_input_embeddings(), "lm_head": model.get_output_embeddings()}
+    leaf = {mod: path.rsplit(".", 1)[-1] for path, mod in model.named_modules() if path}
+    names = {path.rsplit(".", 1)[-1] for path, _ in model.named_modules() if path}
+    out: list[str] = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        mod = found.get(item)
+        if mod is not None and mod in leaf:
+            out.append(leaf[mod])
+        elif item in names:
+            out.append(item)
+        else:
+            raise BadInput(f"--train-modules {item!r} is not a module of this model; use embed_tokens, lm_head or a "
+                           "module name of the model")
+    if not out:
+        raise BadInput("--train-modules is empty; name embed_tokens, lm_head or module names, or leave it out")
     return sorted(dict.fromkeys(out))

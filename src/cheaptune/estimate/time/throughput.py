@@ -386,6 +386,16 @@ def step_time(job: Job, gpu: Any, layout: scaling.Layout | None = None, table: d
                     dtype=dtype, peak_tflops=peak / 1e12, flops_per_token=f.total, gpus=layout.gpus)
 
 
+def trained_module_params(cfg: dict, names: str | None) -> tuple[int, int]:
+    """(weights, linear weights) of the whole modules an adapter trains in place (peft modules_to_save, named as
+    --train-modules names them): embed_tokens and lm_head are vocab x hidden each, and only the head is a matmul
+    (Job.saved_params). Other module names count nothing here: their weights stay among the trainable ones."""
+    wanted = {n.strip() for n in (names or "").split(",") if n.strip()}
+    each = int(cfg.get("vocab_size", 0) or 0) * int(cfg.get("hidden_size", 0) or 0)
+    head = "lm_head" in wanted
+    return (("embed_tokens" in wanted) + head) * each, head * each
+
+
 def step_time_for(req: Any, trainable_params: int, gpu: Any, gpus_per_node: int = 1, nodes: int = 1,
                   grad_accum: int = 1, network: str = "ethernet", epochs: float = 1.0) -> StepTime:
     """The step time of an estimate request (estimate.memory.EstimateRequest) on `gpu`: what
@@ -395,11 +405,12 @@ def step_time_for(req: Any, trainable_params: int, gpu: Any, gpus_per_node: int 
 
     cfg, _ = model_config(req.model)
     precision = compute_dtype(req.precision, getattr(gpu, "bf16", False))
+    saved, saved_matmul = trained_module_params(cfg, getattr(req, "train_modules", None))
     job = Job(ModelShape.from_config(cfg, count_params(cfg)), req.method, req.seq_len, req.micro_batch,
-              req.grad_ckpt, trainable_params, grad_accum, precision, req.attn, req.objective,
+              req.grad_ckpt, max(0, trainable_params - saved), grad_accum, precision, req.attn, req.objective,
               reference_passes(req.objective, req.precompute_ref, epochs), stack_for(req.trainer),
               adapted_per_layer(getattr(req, "lora_targets", None)), clips_gradients(stack_for(req.trainer)),
-              **dequant_layout(req.trainer))
+              **dequant_layout(req.trainer), saved_params=saved, saved_matmul_params=saved_matmul)
     gpus = gpus_per_node * nodes
     sharding = (req.sharding or "ddp") if gpus > 1 else None
     return step_time(job, gpu, scaling.Layout(gpus_per_node, nodes, sharding, req.offload, network))
