@@ -34,8 +34,8 @@ def test_the_embedding_and_head_copies_are_trained_with_their_gradients_and_adam
 
 
 @pytest.mark.parametrize("extra, says", [
-    (("--train-modules", "wte"), "'wte' is not a module of this model"),
-    (("--train-modules", ","), "--train-modules is empty"),
+    (("--train-modules", "wte"), "'wte' (--train-modules, lora_modules_to_save) is not a module of this model"),
+    (("--train-modules", ","), "--train-modules (lora_modules_to_save) is empty"),
     (("--method", "full", "--train-modules", "lm_head"), "needs an adapter method"),
 ])
 def test_a_bad_train_modules_value_is_one_line_and_exit_2(run_cli, tiny_cfg, tmp_path, extra, says):

@@ -138,9 +138,9 @@ def _trained_copies_as_unsloth(model, policy: Policy) -> None:
     _offload_frozen_module_for_training, called from get_peft_model L3209-3221)."""
     from peft.utils.other import ModulesToSaveWrapper
 
+    half = policy.base_dtype if policy.base_dtype != torch.float16 else torch.float32
     for mod in model.modules():
         if isinstance(mod, ModulesToSaveWrapper):
-            half = policy.base_dtype if policy.base_dtype != torch.float16 else torch.float32
             for copy in mod.modules_to_save.values():
                 copy.to(dtype=half)
             setattr(mod.original_module, ON_HOST, True)

@@ -93,7 +93,7 @@ def resolve_train_modules(model_or_config, spec: str) -> list[str]:
     import torch
 
     model = model_or_config if isinstance(model_or_config, torch.nn.Module) else _one_layer_model(model_or_config)
-    found = {"embed_tokens": model.get_input_embeddings(), "lm_head": model.get_output_embeddings()}
+    found = dict(zip(TRAIN_MODULE_ALIASES, (model.get_input_embeddings(), model.get_output_embeddings()), strict=True))
     leaf = {mod: path.rsplit(".", 1)[-1] for path, mod in model.named_modules() if path}
     names = {path.rsplit(".", 1)[-1] for path, _ in model.named_modules() if path}
     out: list[str] = []
@@ -106,8 +106,9 @@ def resolve_train_modules(model_or_config, spec: str) -> list[str]:
         elif item in names:
             out.append(item)
         else:
-            raise BadInput(f"--train-modules {item!r} is not a module of this model; use embed_tokens, lm_head or a "
-                           "module name of the model")
+            raise BadInput(f"train module {item!r} (--train-modules, lora_modules_to_save) is not a module of this "
+                           "model; use embed_tokens, lm_head or a module name of the model")
     if not out:
-        raise BadInput("--train-modules is empty; name embed_tokens, lm_head or module names, or leave it out")
+        raise BadInput("--train-modules (lora_modules_to_save) is empty; name embed_tokens, lm_head or module names, "
+                       "or leave it out")
     return sorted(dict.fromkeys(out))
