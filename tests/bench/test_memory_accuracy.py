@@ -92,3 +92,17 @@ def test_a_row_measured_below_its_stored_state_is_reported_unreadable(bench):
     why = m.unreadable(15.4 * gib, held)  # LC18's shape: a 3B bf16 full fine-tune read 15.4 GiB
     assert why.startswith("unreadable") and "20.00 GiB" in why
     assert m.unreadable(20.5 * gib, held) == ""  # at or above the stored state: readable, whatever the activations
+
+
+def test_unsloth_rows_train_embed_and_head_whole_and_only_rope_scaled_rows_pass_the_long_context_flag(bench, tmp_path):
+    """Unsloth's get_peft_model moves embed_tokens and lm_head from the targets to modules_to_save, so US10 passes
+    them as --train-modules; litgpt's lm_head stays a LoRA target. --allow-long-context is for a row that states RoPE
+    scaling (US26), not for one whose length exceeds learned positions (the GPT-BigCode rows stay refused)."""
+    m = bench("memory_accuracy")
+    rows = {r["id"]: r for r in _rows(m)}
+    us10 = m.cli_options(rows["US10"], tmp_path)
+    assert us10["train_modules"] == "embed_tokens,lm_head" and us10["lora_targets"] == "all-linear"
+    lc33 = m.cli_options(rows["LC33"], tmp_path)
+    assert "train_modules" not in lc33 and "lm_head" in lc33["lora_targets"]
+    assert m.cli_options(rows["US26"], tmp_path)["allow_long_context"] is True
+    assert m.cli_options(rows["FA1"], tmp_path)["allow_long_context"] is False
